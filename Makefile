@@ -1,0 +1,47 @@
+# siamese-gpt: `make train` trains a small model on the CPU, `make test` runs every test.
+# GPU code is always compiled (nvcc, sm_90); GPU tests run only where a GPU is present.
+
+CXX       ?= g++
+CXXFLAGS  ?= -O3 -march=native -std=c++17 -Wall -Wextra
+OMPFLAGS  ?= -fopenmp
+NVCC      ?= nvcc
+NVFLAGS   ?= -O3 -std=c++17 -arch=sm_90 --use_fast_math=false -lineinfo
+NVLIBS    ?= -lcublas
+PYTHON    ?= python3
+TORCH_PY  ?= /usr/bin/python3
+DOCTEST   ?= /usr/include/doctest
+NORM      ?= siamese
+
+HAVE_NVCC := $(shell command -v $(NVCC) 2> /dev/null)
+
+CPU_BINS  = reference_cpu tests/test_gradients tests/test_reference
+GPU_BINS  = $(if $(HAVE_NVCC),train_gpt2cu tests/test_gpu,)
+
+.PHONY: all data train test clean gpu
+all: $(CPU_BINS) $(GPU_BINS)
+
+reference_cpu: reference_cpu.cpp gpt2_common.h
+	$(CXX) $(CXXFLAGS) $(OMPFLAGS) -o $@ $<
+
+# the float64 build of the same reference, for the finite-difference checks
+tests/test_gradients: tests/test_gradients.cpp reference_cpu.cpp gpt2_common.h
+	$(CXX) $(CXXFLAGS) $(OMPFLAGS) -I$(DOCTEST) -DREAL=double -o $@ $<
+
+tests/test_reference: tests/test_reference.cpp reference_cpu.cpp gpt2_common.h
+	$(CXX) $(CXXFLAGS) $(OMPFLAGS) -I$(DOCTEST) -o $@ $<
+
+data/kjv/kjv_train.bin:
+	$(PYTHON) data/prepare.py kjv
+
+data: data/kjv/kjv_train.bin
+
+# The README's first command: prepare the KJV shards, train a small model of layout $(NORM) on the CPU.
+train: reference_cpu data/kjv/kjv_train.bin
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-$$(nproc)} ./reference_cpu --norm $(NORM) --layers 4 --channels 128 \
+	    --heads 4 -b 8 -t 128 -l 2e-3 -u 20 -q 0.1 -x 300 -v 50 -s 100 -g 128 -o out/$(NORM)
+
+test: all data/kjv/kjv_train.bin
+	TORCH_PY=$(TORCH_PY) bash tests/run_all.sh
+
+clean:
+	rm -f $(CPU_BINS) train_gpt2cu tests/test_gpu

@@ -1,0 +1,1111 @@
+/*
+reference_cpu.cpp: the plain CPU reference and trainer for GPT-2 in three residual/normalization layouts.
+
+    pre      (GPT-2)                   x += Attn(LN1(x)); x += MLP(LN2(x));          logits from LN_f(x)
+    post     (GPT-1, the Transformer)  x = LN1(x + Attn(x)); x = LN2(x + MLP(x));    logits from x
+    siamese  (SiameseNorm, Li et al., ICML 2026, arXiv 2602.08064): two streams that share every weight
+             x = y = h0; for each sub-layer F (Attn, then MLP) of block l, with c_l = sqrt(2(l+1)):
+                 xh = LN_x(x);  z = F(LN_in(xh + LN_y(y)));  x = xh + z/c_l;  y = y + z
+             logits from LN_f(LN_xf(x) + LN_yf(y))
+
+Everything is written out by hand in the spirit of llm.c's train_gpt2.c: each layer is a pair of functions,
+`op_forward` and `op_backward`, side by side. Backward functions ACCUMULATE (+=) into gradient buffers that are
+zeroed once per step, so a value that feeds several consumers simply collects their gradients: that is all the
+Y stream of SiameseNorm needs. The three layouts share one attention and one MLP; they differ only in the small
+"sub-layer boundary" and "head" functions further down, and nowhere else.
+
+The scalar type is `real`: float by default, double when built with -DREAL=double (the finite-difference tests).
+Define REFERENCE_CPU_NO_MAIN before including this file to use it as a library (the tests and the CUDA checks do).
+*/
+#include "gpt2_common.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#ifndef REAL
+#define REAL float
+#endif
+typedef REAL real;
+
+typedef ParameterTensorsT<real> ParameterTensors;
+
+// ----------------------------------------------------------------------------------------------------------------
+// vectors for the matrix products: GCC/Clang vector extensions, 32 bytes (8 floats or 4 doubles). Every output is
+// summed in a fixed order by one thread, so results are bit-for-bit the same for any number of threads.
+
+typedef real vreal __attribute__((vector_size(32)));
+typedef real vreal_u __attribute__((vector_size(32), aligned(sizeof(real)), may_alias));  // unaligned access
+static const int VL = (int)(32 / sizeof(real));
+static inline vreal vload(const real* p) { return *(const vreal_u*)p; }
+static inline void vstore(real* p, vreal v) { *(vreal_u*)p = v; }
+static inline real hsum(vreal v) {
+    real s = 0;
+    for (int i = 0; i < VL; i++) s += v[i];
+    return s;
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// encoder: h0[b,t,:] = wte[tok[b,t],:] + wpe[t,:]
+
+static void encoder_forward(real* out, const int* inp, const real* wte, const real* wpe, int B, int T, int C) {
+    for (int bt = 0; bt < B * T; bt++) {
+        const real* we = wte + (size_t)inp[bt] * C;
+        const real* pe = wpe + (size_t)(bt % T) * C;
+        for (int i = 0; i < C; i++) out[(size_t)bt * C + i] = we[i] + pe[i];
+    }
+}
+
+static void encoder_backward(real* dwte, real* dwpe, const real* dout, const int* inp, int B, int T, int C) {
+    for (int bt = 0; bt < B * T; bt++) {  // serial: two positions may share a token
+        real* dwe = dwte + (size_t)inp[bt] * C;
+        real* dpe = dwpe + (size_t)(bt % T) * C;
+        for (int i = 0; i < C; i++) {
+            dwe[i] += dout[(size_t)bt * C + i];
+            dpe[i] += dout[(size_t)bt * C + i];
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// layernorm: out = (inp - mean) * rstd * w + b over the C channels of each row, eps 1e-5.
+// Caches mean and rstd (1/std) per row for the backward pass; the backward also re-reads the input.
+
+static void layernorm_forward(real* out, real* mean, real* rstd, const real* inp, const real* w, const real* b,
+                              int N, int C) {
+#pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const real* x = inp + (size_t)n * C;
+        real m = 0;
+        for (int i = 0; i < C; i++) m += x[i];
+        m /= C;
+        real v = 0;
+        for (int i = 0; i < C; i++) v += (x[i] - m) * (x[i] - m);
+        v /= C;
+        real s = 1 / std::sqrt(v + (real)1e-5);
+        real* o = out + (size_t)n * C;
+        for (int i = 0; i < C; i++) o[i] = (x[i] - m) * s * w[i] + b[i];
+        mean[n] = m;
+        rstd[n] = s;
+    }
+}
+
+// With xhat = (x - mean) * rstd and g = w * dout:  dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),
+// dw = sum over rows of xhat * dout, db = sum over rows of dout.
+static void layernorm_backward(real* dinp, real* dw, real* db, const real* dout, const real* inp, const real* w,
+                               const real* mean, const real* rstd, int N, int C) {
+#pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const real* x = inp + (size_t)n * C;
+        const real* g = dout + (size_t)n * C;
+        real m = mean[n], s = rstd[n];
+        real gmean = 0, gxmean = 0;
+        for (int i = 0; i < C; i++) {
+            real xhat = (x[i] - m) * s;
+            gmean += w[i] * g[i];
+            gxmean += w[i] * g[i] * xhat;
+        }
+        gmean /= C;
+        gxmean /= C;
+        real* dx = dinp + (size_t)n * C;
+        for (int i = 0; i < C; i++) {
+            real xhat = (x[i] - m) * s;
+            dx[i] += s * (w[i] * g[i] - gmean - xhat * gxmean);
+        }
+    }
+    // parameter gradients: parallel over channels, each summed over rows in order (deterministic)
+#pragma omp parallel for
+    for (int i = 0; i < C; i++) {
+        real dwi = 0, dbi = 0;
+        for (int n = 0; n < N; n++) {
+            real xhat = (inp[(size_t)n * C + i] - mean[n]) * rstd[n];
+            dwi += xhat * dout[(size_t)n * C + i];
+            dbi += dout[(size_t)n * C + i];
+        }
+        dw[i] += dwi;
+        db[i] += dbi;
+    }
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// matmul: out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC), weight stored as PyTorch's nn.Linear.
+// The forward is a dot product along C for each output: register tiles of 4 rows x 4 outputs.
+
+template <int NR, int NO>
+static inline void matmul_forward_tile(real* out, const real* inp, const real* weight, const real* bias, int C,
+                                       int OC, int n0, int o0) {
+    vreal acc[NR][NO] = {};
+    for (int i = 0; i < C; i += VL) {
+        vreal a[NR], w[NO];
+        for (int r = 0; r < NR; r++) a[r] = vload(inp + (size_t)(n0 + r) * C + i);
+        for (int c = 0; c < NO; c++) w[c] = vload(weight + (size_t)(o0 + c) * C + i);
+        for (int r = 0; r < NR; r++)
+            for (int c = 0; c < NO; c++) acc[r][c] += a[r] * w[c];
+    }
+    for (int r = 0; r < NR; r++)
+        for (int c = 0; c < NO; c++)
+            out[(size_t)(n0 + r) * OC + o0 + c] = hsum(acc[r][c]) + (bias ? bias[o0 + c] : (real)0);
+}
+
+static void matmul_forward(real* out, const real* inp, const real* weight, const real* bias, int N, int C, int OC) {
+    if (C % VL != 0) {  // plain loops for shapes the vector tiles do not cover
+#pragma omp parallel for
+        for (int n = 0; n < N; n++)
+            for (int o = 0; o < OC; o++) {
+                real s = bias ? bias[o] : (real)0;
+                for (int i = 0; i < C; i++) s += inp[(size_t)n * C + i] * weight[(size_t)o * C + i];
+                out[(size_t)n * OC + o] = s;
+            }
+        return;
+    }
+    // each thread owns blocks of 4 weight rows (loaded once) and runs them against every input row (from cache)
+#pragma omp parallel for schedule(static)
+    for (int o0 = 0; o0 < OC; o0 += 4) {
+        int n0 = 0;
+        if (o0 + 4 <= OC) {
+            for (; n0 + 4 <= N; n0 += 4) matmul_forward_tile<4, 4>(out, inp, weight, bias, C, OC, n0, o0);
+            for (; n0 < N; n0++) matmul_forward_tile<1, 4>(out, inp, weight, bias, C, OC, n0, o0);
+        } else {
+            for (int o = o0; o < OC; o++)
+                for (n0 = 0; n0 < N; n0++) matmul_forward_tile<1, 1>(out, inp, weight, bias, C, OC, n0, o);
+        }
+    }
+}
+
+// The backward pass needs two products of the form  D (M, Nc) += A (M, K) @ Bm (K, Nc), Bm row-major with rows
+// of length Nc, A read through strides so that it can be a transposed view:  A(m, k) = a[m * sam + k * sak].
+//   dinp (N, C)     += dout (N, OC) @ weight (OC, C)          A = dout, K = OC
+//   dweight (OC, C) += dout^T (OC, N) @ inp (N, C)            A = dout viewed transposed, K = N
+// Tiles of 4 rows x 4 vectors of D stay in registers while k runs over a block of 256 (so that the block of Bm
+// stays in cache); each D element is summed over k in increasing order by one thread.
+template <int NR, int NV>
+static inline void gemm_acc_tile(real* D, const real* a, const real* Bm, int Nc, size_t sam, size_t sak, int m0,
+                                 int j0, int k0, int k1) {
+    vreal acc[NR][NV];
+    for (int r = 0; r < NR; r++)
+        for (int v = 0; v < NV; v++) acc[r][v] = vload(D + (size_t)(m0 + r) * Nc + j0 + v * VL);
+    for (int k = k0; k < k1; k++) {
+        vreal b[NV];
+        for (int v = 0; v < NV; v++) b[v] = vload(Bm + (size_t)k * Nc + j0 + v * VL);
+        for (int r = 0; r < NR; r++) {
+            real ark = a[(m0 + r) * sam + k * sak];
+            for (int v = 0; v < NV; v++) acc[r][v] += ark * b[v];
+        }
+    }
+    for (int r = 0; r < NR; r++)
+        for (int v = 0; v < NV; v++) vstore(D + (size_t)(m0 + r) * Nc + j0 + v * VL, acc[r][v]);
+}
+
+static void gemm_acc(real* D, const real* a, size_t sam, size_t sak, const real* Bm, int M, int Nc, int K) {
+    if (Nc % VL != 0) {
+#pragma omp parallel for
+        for (int m = 0; m < M; m++)
+            for (int k = 0; k < K; k++) {
+                real amk = a[m * sam + k * sak];
+                for (int j = 0; j < Nc; j++) D[(size_t)m * Nc + j] += amk * Bm[(size_t)k * Nc + j];
+            }
+        return;
+    }
+    const int KB = 256, JB = 4 * VL;
+    int mtiles = (M + 3) / 4, jtiles = (Nc + JB - 1) / JB;
+#pragma omp parallel
+    for (int k0 = 0; k0 < K; k0 += KB) {
+        int k1 = k0 + KB < K ? k0 + KB : K;
+#pragma omp for schedule(static)
+        for (int tile = 0; tile < mtiles * jtiles; tile++) {
+            int m0 = (tile % mtiles) * 4, j0 = (tile / mtiles) * JB;  // consecutive tiles share one Bm strip
+            int nr = M - m0 < 4 ? M - m0 : 4;
+            for (int j = j0; j < j0 + JB && j < Nc;) {
+                if (j + JB <= Nc && nr == 4) {
+                    gemm_acc_tile<4, 4>(D, a, Bm, Nc, sam, sak, m0, j, k0, k1);
+                    j += JB;
+                } else {
+                    for (int r = 0; r < nr; r++) gemm_acc_tile<1, 1>(D, a, Bm, Nc, sam, sak, m0 + r, j, k0, k1);
+                    j += VL;
+                }
+            }
+        }  // the implicit barrier of `omp for` orders the k blocks
+    }
+}
+
+static void matmul_backward(real* dinp, real* dweight, real* dbias, const real* dout, const real* inp,
+                            const real* weight, int N, int C, int OC) {
+    gemm_acc(dinp, dout, OC, 1, weight, N, C, OC);     // dinp += dout @ weight
+    gemm_acc(dweight, dout, 1, OC, inp, OC, C, N);     // dweight += dout^T @ inp
+    if (dbias) {                                       // dbias += sum over rows of dout
+#pragma omp parallel for
+        for (int o = 0; o < OC; o++) {
+            real s = 0;
+            for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o];
+            dbias[o] += s;
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// attention: qkv (B, T, 3C) holds q, k, v; NH heads of size hs = C/NH. Causal softmax(q.k / sqrt(hs)) @ v.
+// Caches preatt (the scaled scores) and att (the softmax), both (B, NH, T, T), for the backward pass.
+
+static void attention_forward(real* out, real* preatt, real* att, const real* qkv, int B, int T, int C, int NH) {
+    int C3 = 3 * C, hs = C / NH;
+    real scale = 1 / std::sqrt((real)hs);
+#pragma omp parallel for collapse(3)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < NH; h++) {
+                const real* q = qkv + ((size_t)b * T + t) * C3 + h * hs;
+                real* pre = preatt + (((size_t)b * NH + h) * T + t) * T;
+                real* a = att + (((size_t)b * NH + h) * T + t) * T;
+                real maxv = -INFINITY;
+                for (int t2 = 0; t2 <= t; t2++) {  // scores against keys 0..t
+                    const real* k = qkv + ((size_t)b * T + t2) * C3 + h * hs + C;
+                    real s = 0;
+                    for (int i = 0; i < hs; i++) s += q[i] * k[i];
+                    s *= scale;
+                    pre[t2] = s;
+                    if (s > maxv) maxv = s;
+                }
+                real sum = 0;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    a[t2] = std::exp(pre[t2] - maxv);
+                    sum += a[t2];
+                }
+                for (int t2 = 0; t2 <= t; t2++) a[t2] /= sum;
+                for (int t2 = t + 1; t2 < T; t2++) pre[t2] = a[t2] = 0;  // masked: no weight on the future
+                real* o = out + ((size_t)b * T + t) * C + h * hs;
+                for (int i = 0; i < hs; i++) o[i] = 0;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const real* v = qkv + ((size_t)b * T + t2) * C3 + h * hs + 2 * C;
+                    for (int i = 0; i < hs; i++) o[i] += a[t2] * v[i];
+                }
+            }
+}
+
+// Per query t: dv[t2] += att[t2] * dout;  datt[t2] = v[t2] . dout;  dpre = att * (datt - sum(att * datt));
+// dq += dpre[t2] * k[t2] * scale;  dk[t2] += dpre[t2] * q * scale. Parallel over (b, h): each owns its slices.
+static void attention_backward(real* dqkv, real* dpreatt, real* datt, const real* dout, const real* qkv,
+                               const real* att, int B, int T, int C, int NH) {
+    int C3 = 3 * C, hs = C / NH;
+    real scale = 1 / std::sqrt((real)hs);
+#pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const real* a = att + (((size_t)b * NH + h) * T + t) * T;
+                real* da = datt + (((size_t)b * NH + h) * T + t) * T;
+                real* dpre = dpreatt + (((size_t)b * NH + h) * T + t) * T;
+                const real* q = qkv + ((size_t)b * T + t) * C3 + h * hs;
+                real* dq = dqkv + ((size_t)b * T + t) * C3 + h * hs;
+                const real* g = dout + ((size_t)b * T + t) * C + h * hs;
+                for (int t2 = 0; t2 <= t; t2++) {  // through out = att @ v
+                    const real* v = qkv + ((size_t)b * T + t2) * C3 + h * hs + 2 * C;
+                    real* dv = dqkv + ((size_t)b * T + t2) * C3 + h * hs + 2 * C;
+                    real s = 0;
+                    for (int i = 0; i < hs; i++) {
+                        s += v[i] * g[i];
+                        dv[i] += a[t2] * g[i];
+                    }
+                    da[t2] += s;
+                }
+                real dot = 0;  // through the softmax
+                for (int t2 = 0; t2 <= t; t2++) dot += a[t2] * da[t2];
+                for (int t2 = 0; t2 <= t; t2++) dpre[t2] += a[t2] * (da[t2] - dot);
+                for (int t2 = 0; t2 <= t; t2++) {  // through the scores q.k * scale
+                    const real* k = qkv + ((size_t)b * T + t2) * C3 + h * hs + C;
+                    real* dk = dqkv + ((size_t)b * T + t2) * C3 + h * hs + C;
+                    for (int i = 0; i < hs; i++) {
+                        dq[i] += dpre[t2] * k[i] * scale;
+                        dk[i] += dpre[t2] * q[i] * scale;
+                    }
+                }
+            }
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// GELU, tanh approximation: gelu(x) = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
+
+static const double GELU_K = 0.79788456080286535588;  // sqrt(2/pi)
+
+static void gelu_forward(real* out, const real* inp, size_t N) {
+#pragma omp parallel for
+    for (size_t i = 0; i < N; i++) {
+        real x = inp[i];
+        out[i] = (real)0.5 * x * (1 + std::tanh((real)GELU_K * (x + (real)0.044715 * x * x * x)));
+    }
+}
+
+static void gelu_backward(real* dinp, const real* inp, const real* dout, size_t N) {
+#pragma omp parallel for
+    for (size_t i = 0; i < N; i++) {
+        real x = inp[i];
+        real u = (real)GELU_K * (x + (real)0.044715 * x * x * x);
+        real th = std::tanh(u);
+        real sech2 = 1 - th * th;
+        real du = (real)GELU_K * (1 + 3 * (real)0.044715 * x * x);
+        dinp[i] += ((real)0.5 * (1 + th) + (real)0.5 * x * sech2 * du) * dout[i];
+    }
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// residual: out = a + scale * b. Pre-Norm's and the Y stream's identity adds use scale 1; SiameseNorm's X stream
+// uses scale 1/c_l.
+
+static void residual_forward(real* out, const real* a, const real* b, real scale, size_t N) {
+#pragma omp parallel for
+    for (size_t i = 0; i < N; i++) out[i] = a[i] + scale * b[i];
+}
+
+static void residual_backward(real* da, real* db, const real* dout, real scale, size_t N) {
+#pragma omp parallel for
+    for (size_t i = 0; i < N; i++) {
+        da[i] += dout[i];
+        db[i] += scale * dout[i];
+    }
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// softmax and cross-entropy over the real vocabulary V; the padded logits V..Vp-1 get probability 0, so they never
+// win and never take mass from the loss.  losses[b,t] = -log probs[target];  dlogits = (probs - onehot) * dloss.
+
+static void softmax_forward(real* probs, const real* logits, int N, int V, int Vp) {
+#pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const real* l = logits + (size_t)n * Vp;
+        real* p = probs + (size_t)n * Vp;
+        real maxv = -INFINITY;
+        for (int i = 0; i < V; i++) maxv = l[i] > maxv ? l[i] : maxv;
+        real sum = 0;
+        for (int i = 0; i < V; i++) {
+            p[i] = std::exp(l[i] - maxv);
+            sum += p[i];
+        }
+        for (int i = 0; i < V; i++) p[i] /= sum;
+        for (int i = V; i < Vp; i++) p[i] = 0;
+    }
+}
+
+static void crossentropy_forward(real* losses, const real* probs, const int* targets, int N, int Vp) {
+    for (int n = 0; n < N; n++) losses[n] = -std::log(probs[(size_t)n * Vp + targets[n]]);
+}
+
+static void crossentropy_softmax_backward(real* dlogits, const real* probs, const int* targets, real dloss, int N,
+                                          int V, int Vp) {
+#pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        real* dl = dlogits + (size_t)n * Vp;
+        const real* p = probs + (size_t)n * Vp;
+        for (int i = 0; i < V; i++) dl[i] += (p[i] - (i == targets[n] ? 1 : 0)) * dloss;
+    }
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// activations: one buffer, named pointers, sized from the config and the batch shape (B, T)
+
+typedef struct {
+    real* x;         // (2L+1, B,T,C) the X stream entering each sub-layer s = 2l + k (k = 0 attention, 1 MLP);
+                     //   x[0] = h0 = wte[tok] + wpe[pos], x[2L] leaves the last block. Pre/post: the only stream.
+    real* y;         // (2L+1, B,T,C) siamese: the Y stream, likewise (y[0] = h0 too)
+    real* ln;        // (2L, NLN, B,T,C) LayerNorm outputs at each boundary: pre LN(x) = u; siamese xh = LN_x(x),
+                     //   LN_y(y) and u = LN_in(xh + LN_y(y)); post has none here (its LN writes x[s+1] directly)
+    real* ln_mean;   // (2L, 3, B,T) statistics of every LayerNorm, cached for the backward pass
+    real* ln_rstd;   // (2L, 3, B,T)
+    real* sum;       // (2L, B,T,C) post: x + z, the input of the LN after the add; siamese: xh + LN_y(y)
+    real* qkv;       // (L, B,T,3C)
+    real* preatt;    // (L, B,NH,T,T)
+    real* att;       // (L, B,NH,T,T)
+    real* atty;      // (L, B,T,C) attention output before its projection
+    real* fch;       // (L, B,T,4C)
+    real* fch_gelu;  // (L, B,T,4C)
+    real* z;         // (2L, B,T,C) the sub-layer outputs z = F(u)
+    real* lnf;       // (3, B,T,C) head LayerNorm outputs: pre LN_f(x); siamese LN_xf(x), LN_yf(y), LN_f(.)
+    real* lnf_mean;  // (3, B,T)
+    real* lnf_rstd;  // (3, B,T)
+    real* head_sum;  // (B,T,C) siamese: LN_xf(x) + LN_yf(y)
+    real* logits;    // (B,T,Vp)
+    real* probs;     // (B,T,Vp)
+    real* losses;    // (B,T)
+} ActivationTensors;
+
+static size_t point_activations(const GPT2Config& c, int B, int T, ActivationTensors* a, real* memory) {
+    size_t C = c.channels, L = c.num_layers, NH = c.num_heads, Vp = c.padded_vocab_size, BT = (size_t)B * T;
+    int siamese = c.norm == NORM_SIAMESE;
+    size_t ln_outputs = c.norm == NORM_PRE ? 1 : c.norm == NORM_POST ? 0 : 3;
+    struct { real** ptr; size_t size; } list[] = {
+        {&a->x, (2 * L + 1) * BT * C},
+        {&a->y, siamese ? (2 * L + 1) * BT * C : 0},
+        {&a->ln, 2 * L * ln_outputs * BT * C},
+        {&a->ln_mean, 2 * L * LN_SLOTS * BT},
+        {&a->ln_rstd, 2 * L * LN_SLOTS * BT},
+        {&a->sum, c.norm == NORM_PRE ? 0 : 2 * L * BT * C},
+        {&a->qkv, L * BT * 3 * C},
+        {&a->preatt, L * B * NH * T * T},
+        {&a->att, L * B * NH * T * T},
+        {&a->atty, L * BT * C},
+        {&a->fch, L * BT * 4 * C},
+        {&a->fch_gelu, L * BT * 4 * C},
+        {&a->z, 2 * L * BT * C},
+        {&a->lnf, (size_t)(c.norm == NORM_POST ? 0 : ln_slots(c)) * BT * C},
+        {&a->lnf_mean, LN_SLOTS * BT},
+        {&a->lnf_rstd, LN_SLOTS * BT},
+        {&a->head_sum, siamese ? BT * C : 0},
+        {&a->logits, BT * Vp},
+        {&a->probs, BT * Vp},
+        {&a->losses, BT},
+    };
+    size_t total = 0;
+    for (auto& e : list) {
+        *e.ptr = memory ? memory + total : nullptr;
+        total += e.size;
+    }
+    return total;
+}
+
+// The slices of one sub-layer s, as the boundary functions see them (the same view serves the gradients).
+typedef struct {
+    real *x, *x_next;                    // X stream entering and leaving the sub-layer (B,T,C)
+    real *y, *y_next;                    // Y stream (siamese)
+    real* ln[LN_SLOTS];                  // LayerNorm outputs by slot; post: ln[LN_X] is x_next
+    real *mean[LN_SLOTS], *rstd[LN_SLOTS];
+    real* sum;                           // post: x + z; siamese: xh + LN_y(y)
+    real* u;                             // the input of F
+    real* z;                             // the output of F
+} SubLayerActs;
+
+static SubLayerActs sublayer_acts(const GPT2Config& c, const ActivationTensors& a, int s, int B, int T) {
+    size_t BTC = (size_t)B * T * c.channels, BT = (size_t)B * T;
+    SubLayerActs v;
+    memset(&v, 0, sizeof(v));
+    v.x = a.x + s * BTC;
+    v.x_next = a.x + (s + 1) * BTC;
+    if (c.norm == NORM_SIAMESE) {
+        v.y = a.y + s * BTC;
+        v.y_next = a.y + (s + 1) * BTC;
+    }
+    for (int j = 0; j < LN_SLOTS; j++) {
+        v.mean[j] = a.ln_mean + ((size_t)s * LN_SLOTS + j) * BT;
+        v.rstd[j] = a.ln_rstd + ((size_t)s * LN_SLOTS + j) * BT;
+    }
+    v.z = a.z + s * BTC;
+    switch (c.norm) {
+        case NORM_PRE:
+            v.ln[LN_X] = a.ln + s * BTC;
+            v.u = v.ln[LN_X];  // u = LN(x)
+            break;
+        case NORM_POST:
+            v.ln[LN_X] = v.x_next;  // x_next = LN(x + z)
+            v.sum = a.sum + s * BTC;
+            v.u = v.x;  // u = x
+            break;
+        case NORM_SIAMESE:
+            for (int j = 0; j < 3; j++) v.ln[j] = a.ln + ((size_t)s * 3 + j) * BTC;
+            v.sum = a.sum + s * BTC;
+            v.u = (c.ablations & ABLATE_NO_LN_IN) ? v.sum : v.ln[LN_IN];  // u = LN_in(xh + LN_y(y))
+            break;
+    }
+    return v;
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// the model
+
+typedef struct {
+    GPT2Config config;
+    std::vector<TensorInfo> tensors;  // checkpoint order
+    ParameterTensors params, grads;
+    size_t num_parameters;
+    real *params_memory, *grads_memory;
+    real *m_memory, *v_memory;  // AdamW moments, allocated at the first update
+    ActivationTensors acts, grads_acts;
+    size_t num_activations;
+    real *acts_memory, *grads_acts_memory;
+    int batch_size, seq_len;  // the shape the activations were allocated for
+    int B, T;                 // the shape of the last forward pass
+    int *inputs, *targets;
+    real mean_loss;  // of the last forward pass with targets; -1 without
+} GPT2;
+
+// allocates the parameters and their gradients for model->config (the optimizer state comes with the first update)
+static void gpt2_allocate_parameters(GPT2* model) {
+    const GPT2Config& c = model->config;
+    model->tensors = parameter_table(c);
+    model->num_parameters = count_parameters(c);
+    model->params_memory = (real*)calloc_or_fail(model->num_parameters, sizeof(real));
+    model->grads_memory = (real*)calloc_or_fail(model->num_parameters, sizeof(real));
+    point_parameters(c, &model->params, model->params_memory);
+    point_parameters(c, &model->grads, model->grads_memory);
+    model->m_memory = model->v_memory = nullptr;
+    model->acts_memory = model->grads_acts_memory = nullptr;
+    model->inputs = model->targets = nullptr;
+    model->batch_size = model->seq_len = 0;
+    model->mean_loss = -1;
+}
+
+// a new model with GPT-2's initialization (see init_parameters)
+static void gpt2_init_random(GPT2* model, const GPT2Config& config, uint64_t seed) {
+    validate_config(config);
+    model->config = config;
+    gpt2_allocate_parameters(model);
+    init_parameters(config, seed, model->params_memory);
+}
+
+static void gpt2_build_from_checkpoint(GPT2* model, const char* path) {
+    FILE* f = checkpoint_open(path, &model->config);
+    gpt2_allocate_parameters(model);
+    checkpoint_read_parameters(f, path, model->params_memory, model->num_parameters);
+}
+
+static void gpt2_save_checkpoint(const GPT2* model, const char* path) {
+    checkpoint_write(path, model->config, model->params_memory);
+}
+
+static void gpt2_allocate_optimizer_state(GPT2* model) {
+    if (model->m_memory) return;
+    model->m_memory = (real*)calloc_or_fail(model->num_parameters, sizeof(real));
+    model->v_memory = (real*)calloc_or_fail(model->num_parameters, sizeof(real));
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// the LayerNorm parameters of sub-layer s = 2l + k, slot j (and their gradients)
+
+static real* ln_w(ParameterTensors* p, const GPT2Config& c, int s, int j) { return p->lnw[s % 2][j] + (s / 2) * c.channels; }
+static real* ln_b(ParameterTensors* p, const GPT2Config& c, int s, int j) { return p->lnb[s % 2][j] + (s / 2) * c.channels; }
+
+// ----------------------------------------------------------------------------------------------------------------
+// The sub-layer boundary: how each layout turns its streams into the input u of F, and takes F's output z back.
+// This, and the head below, is the ONLY place where the three layouts differ.
+
+static void boundary_in_forward(GPT2* m, int s) {
+    const GPT2Config& c = m->config;
+    int N = m->B * m->T, C = c.channels;
+    SubLayerActs a = sublayer_acts(c, m->acts, s, m->B, m->T);
+    ParameterTensors* p = &m->params;
+    switch (c.norm) {
+        case NORM_PRE:  // u = LN(x)
+            layernorm_forward(a.ln[LN_X], a.mean[LN_X], a.rstd[LN_X], a.x, ln_w(p, c, s, LN_X), ln_b(p, c, s, LN_X), N, C);
+            break;
+        case NORM_POST:  // u = x; the norm comes after the add
+            break;
+        case NORM_SIAMESE:  // xh = LN_x(x);  u = LN_in(xh + LN_y(y))
+            layernorm_forward(a.ln[LN_X], a.mean[LN_X], a.rstd[LN_X], a.x, ln_w(p, c, s, LN_X), ln_b(p, c, s, LN_X), N, C);
+            layernorm_forward(a.ln[LN_Y], a.mean[LN_Y], a.rstd[LN_Y], a.y, ln_w(p, c, s, LN_Y), ln_b(p, c, s, LN_Y), N, C);
+            residual_forward(a.sum, a.ln[LN_X], a.ln[LN_Y], 1, (size_t)N * C);
+            if (!(c.ablations & ABLATE_NO_LN_IN))
+                layernorm_forward(a.ln[LN_IN], a.mean[LN_IN], a.rstd[LN_IN], a.sum, ln_w(p, c, s, LN_IN), ln_b(p, c, s, LN_IN), N, C);
+            break;
+    }
+}
+
+static void boundary_out_forward(GPT2* m, int s) {
+    const GPT2Config& c = m->config;
+    int N = m->B * m->T, C = c.channels;
+    size_t NC = (size_t)N * C;
+    SubLayerActs a = sublayer_acts(c, m->acts, s, m->B, m->T);
+    ParameterTensors* p = &m->params;
+    switch (c.norm) {
+        case NORM_PRE:  // x = x + z
+            residual_forward(a.x_next, a.x, a.z, 1, NC);
+            break;
+        case NORM_POST:  // x = LN(x + z)
+            residual_forward(a.sum, a.x, a.z, 1, NC);
+            layernorm_forward(a.x_next, a.mean[LN_X], a.rstd[LN_X], a.sum, ln_w(p, c, s, LN_X), ln_b(p, c, s, LN_X), N, C);
+            break;
+        case NORM_SIAMESE:  // x = xh + z / c_l;  y = y + z
+            residual_forward(a.x_next, a.ln[LN_X], a.z, (real)inv_depth_scale(c, s / 2), NC);
+            residual_forward(a.y_next, a.y, a.z, 1, NC);
+            break;
+    }
+}
+
+// backward of boundary_out_forward: from the gradients of the streams leaving (x_next, y_next) to dz and onwards
+static void boundary_out_backward(GPT2* m, int s) {
+    const GPT2Config& c = m->config;
+    int N = m->B * m->T, C = c.channels;
+    size_t NC = (size_t)N * C;
+    SubLayerActs a = sublayer_acts(c, m->acts, s, m->B, m->T);
+    SubLayerActs d = sublayer_acts(c, m->grads_acts, s, m->B, m->T);
+    ParameterTensors *p = &m->params, *g = &m->grads;
+    switch (c.norm) {
+        case NORM_PRE:
+            residual_backward(d.x, d.z, d.x_next, 1, NC);
+            break;
+        case NORM_POST:
+            layernorm_backward(d.sum, ln_w(g, c, s, LN_X), ln_b(g, c, s, LN_X), d.x_next, a.sum, ln_w(p, c, s, LN_X),
+                               a.mean[LN_X], a.rstd[LN_X], N, C);
+            residual_backward(d.x, d.z, d.sum, 1, NC);
+            break;
+        case NORM_SIAMESE:  // dxh += dx_next;  dz += dx_next / c_l + dy_next;  dy += dy_next
+            residual_backward(d.ln[LN_X], d.z, d.x_next, (real)inv_depth_scale(c, s / 2), NC);
+            residual_backward(d.y, d.z, d.y_next, 1, NC);
+            break;
+    }
+}
+
+// backward of boundary_in_forward: from du to the gradients of the streams entering the sub-layer
+static void boundary_in_backward(GPT2* m, int s) {
+    const GPT2Config& c = m->config;
+    int N = m->B * m->T, C = c.channels;
+    SubLayerActs a = sublayer_acts(c, m->acts, s, m->B, m->T);
+    SubLayerActs d = sublayer_acts(c, m->grads_acts, s, m->B, m->T);
+    ParameterTensors *p = &m->params, *g = &m->grads;
+    switch (c.norm) {
+        case NORM_PRE:
+            layernorm_backward(d.x, ln_w(g, c, s, LN_X), ln_b(g, c, s, LN_X), d.ln[LN_X], a.x, ln_w(p, c, s, LN_X),
+                               a.mean[LN_X], a.rstd[LN_X], N, C);
+            break;
+        case NORM_POST:  // u is x itself: F's backward already accumulated into dx
+            break;
+        case NORM_SIAMESE:
+            if (!(c.ablations & ABLATE_NO_LN_IN))
+                layernorm_backward(d.sum, ln_w(g, c, s, LN_IN), ln_b(g, c, s, LN_IN), d.ln[LN_IN], a.sum,
+                                   ln_w(p, c, s, LN_IN), a.mean[LN_IN], a.rstd[LN_IN], N, C);
+            residual_backward(d.ln[LN_X], d.ln[LN_Y], d.sum, 1, (size_t)N * C);  // dxh += dsum; dLN_y(y) += dsum
+            layernorm_backward(d.y, ln_w(g, c, s, LN_Y), ln_b(g, c, s, LN_Y), d.ln[LN_Y], a.y, ln_w(p, c, s, LN_Y),
+                               a.mean[LN_Y], a.rstd[LN_Y], N, C);
+            layernorm_backward(d.x, ln_w(g, c, s, LN_X), ln_b(g, c, s, LN_X), d.ln[LN_X], a.x, ln_w(p, c, s, LN_X),
+                               a.mean[LN_X], a.rstd[LN_X], N, C);
+            break;
+    }
+}
+
+// where the head leaves hf (in the activations) and where the classifier's backward writes dhf (in their gradients)
+static real* head_output(const GPT2Config& c, const ActivationTensors& a, size_t NC) {
+    switch (c.norm) {
+        case NORM_PRE: return a.lnf;                           // LN_f(x)
+        case NORM_POST: return a.x + 2 * c.num_layers * NC;    // x
+        default: return a.lnf + 2 * NC;                        // LN_f(LN_xf(x) + LN_yf(y))
+    }
+}
+
+// The head: the hidden state hf that the tied wte projection turns into logits.
+static void head_forward(GPT2* m) {
+    const GPT2Config& c = m->config;
+    int N = m->B * m->T, C = c.channels;
+    size_t NC = (size_t)N * C;
+    ActivationTensors* a = &m->acts;
+    ParameterTensors* p = &m->params;
+    real* x = a->x + 2 * c.num_layers * NC;
+    switch (c.norm) {
+        case NORM_PRE:  // hf = LN_f(x)
+            layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, p->lnfw[0], p->lnfb[0], N, C);
+            break;
+        case NORM_POST:  // hf = x, already normalized by the last block
+            break;
+        default: {  // hf = LN_f(LN_xf(x) + LN_yf(y))
+            real* y = a->y + 2 * c.num_layers * NC;
+            for (int j = 0; j < 2; j++)
+                layernorm_forward(a->lnf + j * NC, a->lnf_mean + j * N, a->lnf_rstd + j * N, j == LN_X ? x : y,
+                                  p->lnfw[j], p->lnfb[j], N, C);
+            residual_forward(a->head_sum, a->lnf, a->lnf + NC, 1, NC);
+            layernorm_forward(a->lnf + 2 * NC, a->lnf_mean + 2 * N, a->lnf_rstd + 2 * N, a->head_sum, p->lnfw[2],
+                              p->lnfb[2], N, C);
+            break;
+        }
+    }
+}
+
+static void head_backward(GPT2* m) {
+    const GPT2Config& c = m->config;
+    int N = m->B * m->T, C = c.channels;
+    size_t NC = (size_t)N * C;
+    ActivationTensors *a = &m->acts, *d = &m->grads_acts;
+    ParameterTensors *p = &m->params, *g = &m->grads;
+    real* x = a->x + 2 * c.num_layers * NC;
+    real* dx = d->x + 2 * c.num_layers * NC;
+    switch (c.norm) {
+        case NORM_PRE:
+            layernorm_backward(dx, g->lnfw[0], g->lnfb[0], d->lnf, x, p->lnfw[0], a->lnf_mean, a->lnf_rstd, N, C);
+            break;
+        case NORM_POST:  // the classifier's backward wrote into dx directly
+            break;
+        default: {
+            real* y = a->y + 2 * c.num_layers * NC;
+            real* dy = d->y + 2 * c.num_layers * NC;
+            layernorm_backward(d->head_sum, g->lnfw[2], g->lnfb[2], d->lnf + 2 * NC, a->head_sum, p->lnfw[2],
+                               a->lnf_mean + 2 * N, a->lnf_rstd + 2 * N, N, C);
+            residual_backward(d->lnf, d->lnf + NC, d->head_sum, 1, NC);
+            layernorm_backward(dx, g->lnfw[0], g->lnfb[0], d->lnf, x, p->lnfw[0], a->lnf_mean, a->lnf_rstd, N, C);
+            layernorm_backward(dy, g->lnfw[1], g->lnfb[1], d->lnf + NC, y, p->lnfw[1], a->lnf_mean + N,
+                               a->lnf_rstd + N, N, C);
+            break;
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// The two sub-layers F that all layouts share: causal self-attention and the MLP of block l.
+
+static void attention_block_forward(GPT2* m, int l, const real* u, real* z) {
+    const GPT2Config& c = m->config;
+    int B = m->B, T = m->T, C = c.channels, NH = c.num_heads, N = B * T;
+    ParameterTensors* p = &m->params;
+    ActivationTensors* a = &m->acts;
+    real* qkv = a->qkv + (size_t)l * N * 3 * C;
+    real* preatt = a->preatt + (size_t)l * B * NH * T * T;
+    real* att = a->att + (size_t)l * B * NH * T * T;
+    real* atty = a->atty + (size_t)l * N * C;
+    matmul_forward(qkv, u, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + (size_t)l * 3 * C, N, C, 3 * C);
+    attention_forward(atty, preatt, att, qkv, B, T, C, NH);
+    matmul_forward(z, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, N, C, C);
+}
+
+static void attention_block_backward(GPT2* m, int l, const real* u, real* du, const real* dz) {
+    const GPT2Config& c = m->config;
+    int B = m->B, T = m->T, C = c.channels, NH = c.num_heads, N = B * T;
+    ParameterTensors *p = &m->params, *g = &m->grads;
+    ActivationTensors *a = &m->acts, *d = &m->grads_acts;
+    size_t qkv_off = (size_t)l * N * 3 * C, att_off = (size_t)l * B * NH * T * T, y_off = (size_t)l * N * C;
+    matmul_backward(d->atty + y_off, g->attprojw + (size_t)l * C * C, g->attprojb + (size_t)l * C, dz,
+                    a->atty + y_off, p->attprojw + (size_t)l * C * C, N, C, C);
+    attention_backward(d->qkv + qkv_off, d->preatt + att_off, d->att + att_off, d->atty + y_off, a->qkv + qkv_off,
+                       a->att + att_off, B, T, C, NH);
+    matmul_backward(du, g->qkvw + (size_t)l * 3 * C * C, g->qkvb + (size_t)l * 3 * C, d->qkv + qkv_off, u,
+                    p->qkvw + (size_t)l * 3 * C * C, N, C, 3 * C);
+}
+
+static void mlp_block_forward(GPT2* m, int l, const real* u, real* z) {
+    const GPT2Config& c = m->config;
+    int C = c.channels, N = m->B * m->T;
+    ParameterTensors* p = &m->params;
+    ActivationTensors* a = &m->acts;
+    real* fch = a->fch + (size_t)l * N * 4 * C;
+    real* fch_gelu = a->fch_gelu + (size_t)l * N * 4 * C;
+    matmul_forward(fch, u, p->fcw + (size_t)l * 4 * C * C, p->fcb + (size_t)l * 4 * C, N, C, 4 * C);
+    gelu_forward(fch_gelu, fch, (size_t)N * 4 * C);
+    matmul_forward(z, fch_gelu, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + (size_t)l * C, N, 4 * C, C);
+}
+
+static void mlp_block_backward(GPT2* m, int l, const real* u, real* du, const real* dz) {
+    const GPT2Config& c = m->config;
+    int C = c.channels, N = m->B * m->T;
+    ParameterTensors *p = &m->params, *g = &m->grads;
+    ActivationTensors *a = &m->acts, *d = &m->grads_acts;
+    size_t off = (size_t)l * N * 4 * C;
+    matmul_backward(d->fch_gelu + off, g->fcprojw + (size_t)l * C * 4 * C, g->fcprojb + (size_t)l * C, dz,
+                    a->fch_gelu + off, p->fcprojw + (size_t)l * C * 4 * C, N, 4 * C, C);
+    gelu_backward(d->fch + off, a->fch + off, d->fch_gelu + off, (size_t)N * 4 * C);
+    matmul_backward(du, g->fcw + (size_t)l * 4 * C * C, g->fcb + (size_t)l * 4 * C, d->fch + off, u,
+                    p->fcw + (size_t)l * 4 * C * C, N, C, 4 * C);
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// forward, backward, update
+
+static void gpt2_allocate_activations(GPT2* m, int B, int T) {
+    m->batch_size = B;
+    m->seq_len = T;
+    m->num_activations = point_activations(m->config, B, T, &m->acts, nullptr);
+    m->acts_memory = (real*)calloc_or_fail(m->num_activations, sizeof(real));
+    m->grads_acts_memory = (real*)calloc_or_fail(m->num_activations, sizeof(real));
+    point_activations(m->config, B, T, &m->acts, m->acts_memory);
+    point_activations(m->config, B, T, &m->grads_acts, m->grads_acts_memory);
+    m->inputs = (int*)calloc_or_fail((size_t)B * T, sizeof(int));
+    m->targets = (int*)calloc_or_fail((size_t)B * T, sizeof(int));
+}
+
+// Runs the model on inputs (B, T); with targets, also the loss. Any B <= and T <= the first call's shape works.
+static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) {
+    const GPT2Config& c = m->config;
+    if (B < 1 || T < 1) fail("batch shape must be positive (B=%d, T=%d)", B, T);
+    if (T > c.max_seq_len) fail("sequence length %d exceeds the model's maximum %d", T, c.max_seq_len);
+    if (!m->acts_memory) gpt2_allocate_activations(m, B, T);
+    if (B > m->batch_size || T > m->seq_len)
+        fail("batch (B=%d, T=%d) exceeds the allocated (B=%d, T=%d)", B, T, m->batch_size, m->seq_len);
+    for (int i = 0; i < B * T; i++) {
+        if (inputs[i] < 0 || inputs[i] >= c.vocab_size)
+            fail("token id %d out of range (vocabulary %d)", inputs[i], c.vocab_size);
+        if (targets && (targets[i] < 0 || targets[i] >= c.vocab_size))
+            fail("target id %d out of range (vocabulary %d)", targets[i], c.vocab_size);
+    }
+    m->B = B;
+    m->T = T;
+    int C = c.channels, N = B * T, L = c.num_layers;
+    memcpy(m->inputs, inputs, (size_t)N * sizeof(int));
+    if (targets) memcpy(m->targets, targets, (size_t)N * sizeof(int));
+    ActivationTensors* a = &m->acts;
+
+    encoder_forward(a->x, inputs, m->params.wte, m->params.wpe, B, T, C);  // x = h0
+    if (c.norm == NORM_SIAMESE) memcpy(a->y, a->x, (size_t)N * C * sizeof(real));  // y = h0
+    for (int s = 0; s < 2 * L; s++) {
+        SubLayerActs v = sublayer_acts(c, *a, s, B, T);
+        boundary_in_forward(m, s);
+        if (s % 2 == 0) attention_block_forward(m, s / 2, v.u, v.z);
+        else mlp_block_forward(m, s / 2, v.u, v.z);
+        boundary_out_forward(m, s);
+    }
+    head_forward(m);
+    matmul_forward(a->logits, head_output(c, *a, (size_t)N * C), m->params.wte, nullptr, N, C, c.padded_vocab_size);
+    softmax_forward(a->probs, a->logits, N, c.vocab_size, c.padded_vocab_size);
+    if (targets) {
+        crossentropy_forward(a->losses, a->probs, targets, N, c.padded_vocab_size);
+        double sum = 0;
+        for (int i = 0; i < N; i++) sum += a->losses[i];
+        m->mean_loss = (real)(sum / N);
+    } else {
+        m->mean_loss = -1;
+    }
+}
+
+static void gpt2_zero_grad(GPT2* m) { memset(m->grads_memory, 0, m->num_parameters * sizeof(real)); }
+
+// Accumulates the gradient of loss_scale * mean_loss into the parameter gradients (loss_scale = 1/accumulation
+// steps when several micro-batches make one step).
+static void gpt2_backward(GPT2* m, real loss_scale = 1) {
+    if (m->mean_loss == -1) fail("backward needs a forward pass with targets");
+    const GPT2Config& c = m->config;
+    int B = m->B, T = m->T, C = c.channels, N = B * T, L = c.num_layers;
+    size_t NC = (size_t)N * C;
+    memset(m->grads_acts_memory, 0, m->num_activations * sizeof(real));
+    ActivationTensors *a = &m->acts, *d = &m->grads_acts;
+
+    crossentropy_softmax_backward(d->logits, a->probs, m->targets, loss_scale / N, N, c.vocab_size,
+                                  c.padded_vocab_size);
+    matmul_backward(head_output(c, *d, NC), m->grads.wte, nullptr, d->logits, head_output(c, *a, NC),
+                    m->params.wte, N, C, c.padded_vocab_size);
+    head_backward(m);
+    for (int s = 2 * L - 1; s >= 0; s--) {
+        SubLayerActs v = sublayer_acts(c, *a, s, B, T);
+        SubLayerActs dv = sublayer_acts(c, *d, s, B, T);
+        boundary_out_backward(m, s);
+        if (s % 2 == 0) attention_block_backward(m, s / 2, v.u, dv.u, dv.z);
+        else mlp_block_backward(m, s / 2, v.u, dv.u, dv.z);
+        boundary_in_backward(m, s);
+    }
+    // both streams start as h0, so h0 collects the gradients of both
+    encoder_backward(m->grads.wte, m->grads.wpe, d->x, m->inputs, B, T, C);
+    if (c.norm == NORM_SIAMESE) encoder_backward(m->grads.wte, m->grads.wpe, d->y, m->inputs, B, T, C);
+}
+
+// sqrt of the sum of squared gradients, in double, summed in fixed chunks (the same for any thread count)
+static double gpt2_grad_norm(const GPT2* m) {
+    const size_t CHUNK = 1 << 16;
+    size_t n = m->num_parameters, chunks = (n + CHUNK - 1) / CHUNK;
+    std::vector<double> partial(chunks);
+#pragma omp parallel for
+    for (size_t k = 0; k < chunks; k++) {
+        double s = 0;
+        for (size_t i = k * CHUNK; i < n && i < (k + 1) * CHUNK; i++) s += (double)m->grads_memory[i] * m->grads_memory[i];
+        partial[k] = s;
+    }
+    double total = 0;
+    for (double s : partial) total += s;
+    return std::sqrt(total);
+}
+
+typedef struct {
+    real learning_rate, beta1, beta2, eps, weight_decay;
+} AdamWConfig;
+
+// AdamW (Loshchilov & Hutter) with bias correction; step t counts from 1. The gradient is multiplied by
+// grad_scale first (global-norm clipping). Weight decay is decoupled and applies to 2-D weight matrices only.
+static void gpt2_update(GPT2* m, const AdamWConfig& o, real grad_scale, int t) {
+    gpt2_allocate_optimizer_state(m);
+    real bc1 = 1 - (real)std::pow((double)o.beta1, t), bc2 = 1 - (real)std::pow((double)o.beta2, t);
+    for (const TensorInfo& tensor : m->tensors) {
+        real wd = tensor.decay ? o.weight_decay : 0;
+        real *p = m->params_memory + tensor.offset, *g = m->grads_memory + tensor.offset;
+        real *mm = m->m_memory + tensor.offset, *vv = m->v_memory + tensor.offset;
+#pragma omp parallel for
+        for (size_t i = 0; i < tensor.size; i++) {
+            real grad = g[i] * grad_scale;
+            mm[i] = o.beta1 * mm[i] + (1 - o.beta1) * grad;
+            vv[i] = o.beta2 * vv[i] + (1 - o.beta2) * grad * grad;
+            real mhat = mm[i] / bc1, vhat = vv[i] / bc2;
+            p[i] -= o.learning_rate * (mhat / (std::sqrt(vhat) + o.eps) + wd * p[i]);
+        }
+    }
+}
+
+static void gpt2_free(GPT2* m) {
+    free(m->params_memory);
+    free(m->grads_memory);
+    free(m->m_memory);
+    free(m->v_memory);
+    free(m->acts_memory);
+    free(m->grads_acts_memory);
+    free(m->inputs);
+    free(m->targets);
+    m->tensors.clear();
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// sampling: draws from the model's distribution at the last position, one token at a time (no KV cache)
+
+static void generate(GPT2* m, const Tokenizer* tok, int start_token, int steps, uint64_t* rng) {
+    std::vector<int> tokens(steps + 1, start_token);
+    int Vp = m->config.padded_vocab_size;
+    for (int t = 1; t <= steps; t++) {
+        gpt2_forward(m, tokens.data(), nullptr, 1, t);
+        tokens[t] = sample_from(m->acts.probs + (size_t)(t - 1) * Vp, m->config.vocab_size, random_uniform(rng));
+        tokenizer_print(tok, tokens[t]);
+    }
+    printf("\n");
+    fflush(stdout);
+}
+
+
+// ----------------------------------------------------------------------------------------------------------------
+// the trainer: llm.c's flags where the meaning is the same, plus --norm and the model-shape flags
+
+#ifndef REFERENCE_CPU_NO_MAIN
+
+// mean loss over up to max_batches batches of the validation shards, from their start
+static double validation_loss(GPT2* model, DataLoader* val, int max_batches) {
+    long long tokens = 0;
+    for (long long n : val->num_tokens) tokens += n;
+    long long fit = tokens / ((long long)val->B * val->T);
+    int batches = fit < max_batches ? (int)fit : max_batches;
+    dataloader_reset(val);
+    double sum = 0;
+    for (int i = 0; i < batches; i++) {
+        dataloader_next_batch(val);
+        gpt2_forward(model, val->inputs.data(), val->targets.data(), val->B, val->T);
+        sum += model->mean_loss;
+    }
+    return sum / batches;
+}
+
+int main(int argc, char** argv) {
+    TrainOptions o = parse_options(argc, argv);
+    if (o.tf32) fail("-f (TF32) applies to the CUDA trainer only");
+    int B = o.B, T = o.T;
+    DataLoader train, val;
+    dataloader_init(&train, o.train_pattern, B, T);
+    if (o.val_every > 0) dataloader_init(&val, o.val_pattern, B, T);
+
+    // the model: resumed from -o, loaded from -e <file>, or new
+    GPT2 model;
+    char path[4096];
+    int resume_step = o.resume ? latest_checkpoint(o.out_dir) : -1;
+    if (o.resume && resume_step < 0) fail("-y 1: no complete checkpoint (DONE_<step>) in '%s'", o.out_dir);
+    if (resume_step >= 0 || (o.model && !is_shape_name(o.model))) {
+        if (resume_step >= 0) snprintf(path, sizeof(path), "%s/model_%08d.bin", o.out_dir, resume_step);
+        else snprintf(path, sizeof(path), "%s", o.model);
+        gpt2_build_from_checkpoint(&model, path);
+        check_loaded_config(model.config, o);
+    } else {
+        gpt2_init_random(&model, new_model_config(o, train.vocab_size), o.seed);
+    }
+    const GPT2Config& cfg = model.config;
+    if (T > cfg.max_seq_len) fail("-t %d exceeds the model's maximum sequence length %d", T, cfg.max_seq_len);
+    if (train.vocab_size > cfg.vocab_size || (o.val_every > 0 && val.vocab_size > cfg.vocab_size))
+        fail("the data's vocabulary (%d) is larger than the model's (%d)", train.vocab_size, cfg.vocab_size);
+
+    Tokenizer tokenizer;
+    tokenizer.eot_token = 0;
+    if (o.sample_every > 0 || o.tokenizer) {
+        std::string tok_path = o.tokenizer ? o.tokenizer : default_tokenizer(o.train_pattern);
+        if (tok_path.empty()) fprintf(stderr, "warning: no tokenizer next to the train shards; samples print token ids\n");
+        else tokenizer_load(&tokenizer, tok_path.c_str(), o.tokenizer != nullptr);
+    }
+    if (!tokenizer.tokens.empty() && (int)tokenizer.tokens.size() < cfg.vocab_size)
+        fail("the tokenizer knows %zu tokens but the model has %d", tokenizer.tokens.size(), cfg.vocab_size);
+
+    int accum = o.total_batch / (B * T);
+    long long train_tokens = 0;
+    for (long long n : train.num_tokens) train_tokens += n;
+    int max_steps = o.max_steps;
+    if (max_steps == -1) max_steps = train_tokens / o.total_batch > 0 ? (int)(train_tokens / o.total_batch) : 1;
+    int start_step = 0;
+    uint64_t rng = o.seed ^ 0xD1B54A32D192ED03ull;  // for sampling
+    if (resume_step >= 0) {
+        snprintf(path, sizeof(path), "%s/state_%08d.bin", o.out_dir, resume_step);
+        gpt2_allocate_optimizer_state(&model);
+        TrainState st = state_read(path, model.num_parameters, &train, model.m_memory, model.v_memory);
+        if (st.step != resume_step) fail("'%s' records step %d, not %d", path, st.step, resume_step);
+        start_step = st.step;
+        rng = st.rng;
+    }
+    FILE* logfile = nullptr;
+    if (o.out_dir) {
+        mkdir(o.out_dir, 0755);
+        snprintf(path, sizeof(path), "%s/main.log", o.out_dir);
+        logfile = fopen_or_fail(path, resume_step >= 0 ? "a" : "w");
+    }
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+    char line[256];
+    auto row = [](const char* key, const char* value) { printf("| %-21s | %-50s |\n", key, value); };
+    printf("+-----------------------+----------------------------------------------------+\n");
+    row("layout", NORM_NAMES[cfg.norm]);
+    if (cfg.ablations)
+        row("ablations", cfg.ablations == 3   ? "no depth scale (c_l = 1), no LN_in"
+                         : cfg.ablations == 1 ? "no depth scale (c_l = 1)"
+                                              : "no LN_in");
+    snprintf(line, sizeof(line), "L=%d C=%d NH=%d maxT=%d V=%d Vp=%d", cfg.num_layers, cfg.channels, cfg.num_heads,
+             cfg.max_seq_len, cfg.vocab_size, cfg.padded_vocab_size);
+    row("model", line);
+    snprintf(line, sizeof(line), "%zu", model.num_parameters);
+    row("parameters", line);
+    snprintf(line, sizeof(line), "B=%d T=%d, %d micro-step(s), %d tokens per step", B, T, accum, o.total_batch);
+    row("batch", line);
+    row("train data", o.train_pattern);
+    snprintf(line, sizeof(line), "%lld tokens", train_tokens);
+    row("train tokens", line);
+    snprintf(line, sizeof(line), "%d to %d", start_step, max_steps);
+    row("steps", line);
+    snprintf(line, sizeof(line), "%d (CPU)", threads);
+    row("threads", line);
+    printf("+-----------------------+----------------------------------------------------+\n");
+    fflush(stdout);
+
+    AdamWConfig opt = {(real)o.lr, (real)0.9, (real)0.95, (real)1e-8, (real)o.weight_decay};
+    int gen = o.gen_tokens < T ? o.gen_tokens : T;
+    for (int step = start_step; step <= max_steps; step++) {
+        int last = step == max_steps;
+        if (o.val_every > 0 && (step % o.val_every == 0 || last)) {
+            double val_loss = validation_loss(&model, &val, o.val_steps);
+            printf("val loss %.6f\n", val_loss);
+            if (logfile) fprintf(logfile, "s:%d tel:%.6f\n", step, val_loss);
+        }
+        if (o.sample_every > 0 && ((step > start_step && step % o.sample_every == 0) || last)) {
+            printf("generating:\n---\n");
+            generate(&model, &tokenizer, tokenizer.eot_token, gen, &rng);
+            printf("---\n");
+        }
+        if (o.out_dir && step > start_step && ((o.checkpoint_every > 0 && step % o.checkpoint_every == 0) || last)) {
+            snprintf(path, sizeof(path), "%s/model_%08d.bin", o.out_dir, step);
+            gpt2_save_checkpoint(&model, path);
+            snprintf(path, sizeof(path), "%s/state_%08d.bin", o.out_dir, step);
+            TrainState st = {step, B, T, train.shard, train.position, rng, model.num_parameters};
+            state_write(path, st, model.m_memory, model.v_memory);
+            snprintf(path, sizeof(path), "%s/DONE_%08d", o.out_dir, step);
+            fclose(fopen_or_fail(path, "w"));
+            printf("checkpoint saved: %s/model_%08d.bin\n", o.out_dir, step);
+        }
+        if (last) break;
+
+        double t0 = now_seconds();
+        gpt2_zero_grad(&model);
+        double loss = 0;
+        for (int micro = 0; micro < accum; micro++) {
+            if (!o.overfit || (step == start_step && micro == 0)) dataloader_next_batch(&train);
+            gpt2_forward(&model, train.inputs.data(), train.targets.data(), B, T);
+            if (!std::isfinite(model.mean_loss))
+                fail("the loss is %f at step %d: training diverged (try a lower -l); no checkpoint was written",
+                     (double)model.mean_loss, step);
+            gpt2_backward(&model, (real)1 / accum);
+            loss += model.mean_loss / accum;
+        }
+        double norm = gpt2_grad_norm(&model);
+        if (!std::isfinite(norm))
+            fail("the gradient norm is %f at step %d: training diverged (try a lower -l); no checkpoint was written",
+                 norm, step);
+        real grad_scale = o.grad_clip > 0 && norm > o.grad_clip ? (real)(o.grad_clip / norm) : (real)1;
+        opt.learning_rate = (real)learning_rate_at(step, max_steps, o.lr, o.warmup, o.final_frac);
+        gpt2_update(&model, opt, grad_scale, step + 1);
+        double ms = (now_seconds() - t0) * 1000;
+        printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s\n", step + 1, max_steps, loss,
+               norm, (double)opt.learning_rate, ms, o.total_batch / (ms / 1000));
+        fflush(stdout);
+        if (logfile) {
+            fprintf(logfile, "s:%d trl:%.6f norm:%.4f lr:%.3e ms:%.1f\n", step, loss, norm,
+                    (double)opt.learning_rate, ms);
+            fflush(logfile);
+        }
+    }
+    if (logfile) fclose(logfile);
+    gpt2_free(&model);
+    return 0;
+}
+#endif  // REFERENCE_CPU_NO_MAIN
