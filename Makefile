@@ -14,7 +14,7 @@ NORM      ?= siamese
 
 HAVE_NVCC := $(shell command -v $(NVCC) 2> /dev/null)
 
-CPU_BINS  = reference_cpu tests/test_gradients tests/test_reference
+CPU_BINS  = reference_cpu tests/test_gradients tests/test_reference tests/ref_tool
 GPU_BINS  = $(if $(HAVE_NVCC),train_gpt2cu tests/test_gpu,)
 
 .PHONY: all data train test clean gpu
@@ -29,6 +29,10 @@ tests/test_gradients: tests/test_gradients.cpp reference_cpu.cpp gpt2_common.h
 
 tests/test_reference: tests/test_reference.cpp reference_cpu.cpp gpt2_common.h
 	$(CXX) $(CXXFLAGS) $(OMPFLAGS) -I$(DOCTEST) -o $@ $<
+
+# the float32 reference's outputs for one step, for the independent PyTorch check (tests/torch_check.py)
+tests/ref_tool: tests/ref_tool.cpp reference_cpu.cpp gpt2_common.h
+	$(CXX) $(CXXFLAGS) $(OMPFLAGS) -o $@ $<
 
 data/kjv/kjv_train.bin:
 	$(PYTHON) data/prepare.py kjv
