@@ -603,9 +603,9 @@ static double learning_rate_at(int step, int total, double max_lr, int warmup, d
 
 typedef struct {
     const char *train_pattern, *val_pattern, *model, *out_dir, *tokenizer;
-    int layers, channels, heads, max_seq_len, vocab, norm, ablations, shape_flags;
+    int layers, channels, heads, max_seq_len, vocab, norm, ablations;  // 0 (-1 for norm): not given
     int B, T, total_batch, warmup, max_steps, val_every, val_steps, sample_every, gen_tokens;
-    int checkpoint_every, resume, overfit, tf32;
+    int checkpoint_every, resume, overfit, tf32, eval_answers;
     double lr, final_frac, weight_decay, grad_clip;
     uint64_t seed;
 } TrainOptions;
@@ -634,6 +634,8 @@ static void print_usage(const char* program) {
             "  -y 0|1      resume from the latest checkpoint in -o (default 0)\n"
             "  --seed N    initialization and sampling seed (default 1337)\n"
             "  --tokenizer <file>  for decoding samples (default: *_tokenizer.bin next to the train shards)\n"
+            "  --eval-answers N    at each validation, exact-match accuracy of greedy answers on the first N\n"
+            "                      'question=answer' lines of the validation shard (the addition task; default 0)\n"
             "  -f 0|1      CUDA trainer only: TF32 tensor cores for the float32 matrix products (default 0)\n"
             "  threads (CPU): OMP_NUM_THREADS\n",
             program);
@@ -668,7 +670,7 @@ static TrainOptions parse_options(int argc, char** argv) {
     memset(&o, 0, sizeof(o));
     o.train_pattern = "data/kjv/kjv_train.bin";
     o.val_pattern = "data/kjv/kjv_val.bin";
-    o.layers = 4, o.channels = 128, o.heads = 4, o.max_seq_len = 1024, o.norm = -1;
+    o.norm = -1;
     o.B = 8, o.T = 128, o.total_batch = -1, o.max_steps = -1, o.val_every = 20, o.val_steps = 20;
     o.sample_every = 20, o.gen_tokens = 64;
     o.lr = 3e-4, o.final_frac = 1.0, o.grad_clip = 1.0;
@@ -690,9 +692,9 @@ static TrainOptions parse_options(int argc, char** argv) {
         else if (!strcmp(f, "-o")) o.out_dir = v;
         else if (!strcmp(f, "--tokenizer")) o.tokenizer = v;
         else if (!strcmp(f, "--norm")) o.norm = parse_norm(v);
-        else if (!strcmp(f, "--layers")) { o.layers = (int)parse_int(f, v); o.shape_flags = 1; }
-        else if (!strcmp(f, "--channels")) { o.channels = (int)parse_int(f, v); o.shape_flags = 1; }
-        else if (!strcmp(f, "--heads")) { o.heads = (int)parse_int(f, v); o.shape_flags = 1; }
+        else if (!strcmp(f, "--layers")) o.layers = (int)parse_int(f, v);
+        else if (!strcmp(f, "--channels")) o.channels = (int)parse_int(f, v);
+        else if (!strcmp(f, "--heads")) o.heads = (int)parse_int(f, v);
         else if (!strcmp(f, "--max-seq-len")) o.max_seq_len = (int)parse_int(f, v);
         else if (!strcmp(f, "--vocab")) o.vocab = (int)parse_int(f, v);
         else if (!strcmp(f, "--seed")) o.seed = (uint64_t)parse_int(f, v);
@@ -713,6 +715,7 @@ static TrainOptions parse_options(int argc, char** argv) {
         else if (!strcmp(f, "-y")) o.resume = (int)parse_int(f, v);
         else if (!strcmp(f, "-a")) o.overfit = (int)parse_int(f, v);
         else if (!strcmp(f, "-f")) o.tf32 = (int)parse_int(f, v);
+        else if (!strcmp(f, "--eval-answers")) o.eval_answers = (int)parse_int(f, v);
         else fail("unknown flag '%s' (see -h)", f);
     }
     if (o.B < 1 || o.T < 1) fail("-b and -t must be positive (got %d, %d)", o.B, o.T);
@@ -732,7 +735,10 @@ static TrainOptions parse_options(int argc, char** argv) {
     if ((o.resume != 0 && o.resume != 1) || (o.overfit != 0 && o.overfit != 1) || (o.tf32 != 0 && o.tf32 != 1))
         fail("-y, -a and -f take 0 or 1");
     if (o.resume && !o.out_dir) fail("-y 1 needs -o <dir> to find the checkpoint in");
-    if (o.vocab < 0) fail("--vocab must be positive");
+    if (o.vocab < 0 || o.layers < 0 || o.channels < 0 || o.heads < 0 || o.max_seq_len < 0)
+        fail("--vocab, --layers, --channels, --heads and --max-seq-len must be positive");
+    if (o.eval_answers < 0) fail("--eval-answers must be >= 0");
+    if (o.eval_answers > 0 && o.val_every == 0) fail("--eval-answers runs at validation: give -v > 0");
     return o;
 }
 
@@ -763,22 +769,28 @@ static int is_shape_name(const char* model) {
            !file_exists(model);
 }
 
-// The configuration of a new model from the flags; data_vocab comes from the shard headers.
+// The shape the flags ask for: -e dNN, or --layers/--channels/--heads; 0 where nothing was asked.
+static void requested_shape(const TrainOptions& o, int* L, int* C, int* NH) {
+    *L = o.layers, *C = o.channels, *NH = o.heads;
+    if (!is_shape_name(o.model)) return;
+    int depth = (int)parse_int("-e", o.model + 1);
+    if (depth == 12) *L = 12, *C = 768, *NH = 12;
+    else if (depth == 24) *L = 24, *C = 1024, *NH = 16;
+    else if (depth == 36) *L = 36, *C = 1280, *NH = 20;
+    else if (depth == 48) *L = 48, *C = 1600, *NH = 25;
+    else fail("-e %s: known shapes are d12, d24, d36, d48 (or give a checkpoint file)", o.model);
+    if (o.layers || o.channels || o.heads) fail("-e %s fixes the shape; drop --layers/--channels/--heads", o.model);
+}
+
+// The configuration of a new model from the flags (default shape 4 layers, 128 channels, 4 heads, maxT 1024);
+// data_vocab comes from the shard headers.
 static GPT2Config new_model_config(const TrainOptions& o, int data_vocab) {
     GPT2Config c;
-    c.num_layers = o.layers;
-    c.channels = o.channels;
-    c.num_heads = o.heads;
-    if (is_shape_name(o.model)) {
-        int depth = (int)parse_int("-e", o.model + 1);
-        if (depth == 12) c.num_layers = 12, c.channels = 768, c.num_heads = 12;
-        else if (depth == 24) c.num_layers = 24, c.channels = 1024, c.num_heads = 16;
-        else if (depth == 36) c.num_layers = 36, c.channels = 1280, c.num_heads = 20;
-        else if (depth == 48) c.num_layers = 48, c.channels = 1600, c.num_heads = 25;
-        else fail("-e %s: known shapes are d12, d24, d36, d48 (or give a checkpoint file)", o.model);
-        if (o.shape_flags) fail("-e %s fixes the shape; drop --layers/--channels/--heads", o.model);
-    }
-    c.max_seq_len = o.max_seq_len;
+    requested_shape(o, &c.num_layers, &c.channels, &c.num_heads);
+    if (!c.num_layers) c.num_layers = 4;
+    if (!c.channels) c.channels = 128;
+    if (!c.num_heads) c.num_heads = 4;
+    c.max_seq_len = o.max_seq_len ? o.max_seq_len : 1024;
     c.vocab_size = o.vocab ? o.vocab : data_vocab;
     c.padded_vocab_size = pad_vocab(c.vocab_size);
     c.norm = o.norm == -1 ? NORM_PRE : o.norm;
@@ -787,13 +799,19 @@ static GPT2Config new_model_config(const TrainOptions& o, int data_vocab) {
     return c;
 }
 
-// A model loaded from a file must agree with the flags that were given.
+// A model loaded from a file (-e <file>, or -y 1) must agree with every model flag that was given, so that the
+// command that started a run also resumes it.
 static void check_loaded_config(const GPT2Config& c, const TrainOptions& o) {
     if (o.norm != -1 && o.norm != c.norm)
         fail("the checkpoint is %s but --norm %s was given", NORM_NAMES[c.norm], NORM_NAMES[o.norm]);
     if (o.ablations && o.ablations != c.ablations)
         fail("ablation flags differ from the checkpoint's (header[9] = %d)", c.ablations);
-    if (o.shape_flags) fail("--layers/--channels/--heads do not apply to a model loaded from a checkpoint");
+    int L, C, NH;
+    requested_shape(o, &L, &C, &NH);
+    if ((L && L != c.num_layers) || (C && C != c.channels) || (NH && NH != c.num_heads) ||
+        (o.max_seq_len && o.max_seq_len != c.max_seq_len) || (o.vocab && o.vocab != c.vocab_size))
+        fail("the model flags ask for another shape than the checkpoint's (L=%d C=%d NH=%d maxT=%d V=%d)",
+             c.num_layers, c.channels, c.num_heads, c.max_seq_len, c.vocab_size);
 }
 
 // the tokenizer beside the train shards: <dir>/*tokenizer.bin, or "" when there is none
@@ -814,4 +832,64 @@ static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// exact-match accuracy of greedy answers, for tasks whose documents are "question=answer" lines (data/prepare.py
+// addition). The problems are the first documents of the first validation shard (documents end at the eot token).
+// greedy_next(tokens, n) must return the most likely token after tokens[0..n).
+
+typedef struct {
+    std::vector<std::vector<int>> questions, answers;  // question includes the separator; answer excludes eot
+} AnswerSet;
+
+static AnswerSet load_answer_set(const DataLoader* val, const Tokenizer* tok, int max_problems) {
+    if (tok->tokens.empty()) fail("--eval-answers needs the tokenizer (to find the '=' token)");
+    int sep = -1;
+    for (size_t i = 0; i < tok->tokens.size(); i++)
+        if (tok->tokens[i] == "=") sep = (int)i;
+    if (sep < 0) fail("--eval-answers: the tokenizer has no '=' token; is this the addition task?");
+    const char* path = val->files[0].c_str();
+    std::vector<uint16_t> tokens((size_t)val->num_tokens[0]);
+    FILE* f = fopen_or_fail(path, "rb");
+    if (fseek(f, HEADER_INTS * 4, SEEK_SET) != 0) fail("cannot seek in '%s'", path);
+    fread_or_fail(tokens.data(), sizeof(uint16_t), tokens.size(), f, path);
+    fclose(f);
+    AnswerSet set;
+    std::vector<int> doc;
+    for (uint16_t t : tokens) {
+        if (t != tok->eot_token) {
+            doc.push_back(t);
+            continue;
+        }
+        size_t cut = 0;
+        while (cut < doc.size() && doc[cut] != sep) cut++;
+        if (cut + 1 < doc.size()) {  // a question, the separator and a non-empty answer
+            set.questions.emplace_back(doc.begin(), doc.begin() + cut + 1);
+            set.answers.emplace_back(doc.begin() + cut + 1, doc.end());
+            if ((int)set.questions.size() == max_problems) break;
+        }
+        doc.clear();
+    }
+    if (set.questions.empty()) fail("--eval-answers: no 'question=answer' lines in '%s'", path);
+    return set;
+}
+
+// greedy decoding of each answer up to the eot token (or max_len tokens in all); returns the exact-match fraction
+template <typename NextToken>
+static double answer_accuracy(const AnswerSet& set, int eot, int max_len, NextToken greedy_next) {
+    int correct = 0;
+    std::vector<int> seq;
+    for (size_t k = 0; k < set.questions.size(); k++) {
+        seq = set.questions[k];
+        std::vector<int> answer;
+        while ((int)seq.size() < max_len) {
+            int next = greedy_next(seq.data(), (int)seq.size());
+            if (next == eot) break;
+            seq.push_back(next);
+            answer.push_back(next);
+        }
+        correct += answer == set.answers[k];
+    }
+    return (double)correct / set.questions.size();
 }

@@ -991,13 +991,23 @@ int main(int argc, char** argv) {
 
     Tokenizer tokenizer;
     tokenizer.eot_token = 0;
-    if (o.sample_every > 0 || o.tokenizer) {
+    if (o.sample_every > 0 || o.tokenizer || o.eval_answers > 0) {
         std::string tok_path = o.tokenizer ? o.tokenizer : default_tokenizer(o.train_pattern);
         if (tok_path.empty()) fprintf(stderr, "warning: no tokenizer next to the train shards; samples print token ids\n");
-        else tokenizer_load(&tokenizer, tok_path.c_str(), o.tokenizer != nullptr);
+        else tokenizer_load(&tokenizer, tok_path.c_str(), o.tokenizer != nullptr || o.eval_answers > 0);
     }
     if (!tokenizer.tokens.empty() && (int)tokenizer.tokens.size() < cfg.vocab_size)
         fail("the tokenizer knows %zu tokens but the model has %d", tokenizer.tokens.size(), cfg.vocab_size);
+    AnswerSet answers;
+    if (o.eval_answers > 0) answers = load_answer_set(&val, &tokenizer, o.eval_answers);
+    auto greedy_next = [&](const int* tokens, int n) {  // the most likely next token (ties: the lowest id)
+        gpt2_forward(&model, tokens, nullptr, 1, n);
+        const real* p = model.acts.probs + (size_t)(n - 1) * cfg.padded_vocab_size;
+        int best = 0;
+        for (int i = 1; i < cfg.vocab_size; i++)
+            if (p[i] > p[best]) best = i;
+        return best;
+    };
 
     int accum = o.total_batch / (B * T);
     long long train_tokens = 0;
@@ -1055,27 +1065,46 @@ int main(int argc, char** argv) {
         int last = step == max_steps;
         if (o.val_every > 0 && (step % o.val_every == 0 || last)) {
             double val_loss = validation_loss(&model, &val, o.val_steps);
+            if (!std::isfinite(val_loss))
+                fail("the validation loss is %f at step %d: training diverged; no checkpoint was written", val_loss,
+                     step);
             printf("val loss %.6f\n", val_loss);
             if (logfile) fprintf(logfile, "s:%d tel:%.6f\n", step, val_loss);
+            if (o.eval_answers > 0) {
+                double acc = answer_accuracy(answers, tokenizer.eot_token, T, greedy_next);
+                printf("answer accuracy %.4f (%zu problems)\n", acc, answers.questions.size());
+                if (logfile) fprintf(logfile, "s:%d acc:%.6f\n", step, acc);
+            }
         }
         if (o.sample_every > 0 && ((step > start_step && step % o.sample_every == 0) || last)) {
             printf("generating:\n---\n");
             generate(&model, &tokenizer, tokenizer.eot_token, gen, &rng);
             printf("---\n");
         }
-        if (o.out_dir && step > start_step && ((o.checkpoint_every > 0 && step % o.checkpoint_every == 0) || last)) {
+        // A checkpoint holds a state whose loss was just seen to be finite: at the last step after the validation
+        // above, otherwise after this step's forward and backward passes but before its update. So a run that
+        // diverges never writes over, or past, its last good checkpoint.
+        auto save_checkpoint = [&](int shard, long long position) {
+            for (size_t i = 0; i < model.num_parameters; i++)
+                if (!std::isfinite(model.params_memory[i]))
+                    fail("a parameter is not finite at step %d: training diverged; no checkpoint was written", step);
             snprintf(path, sizeof(path), "%s/model_%08d.bin", o.out_dir, step);
             gpt2_save_checkpoint(&model, path);
             snprintf(path, sizeof(path), "%s/state_%08d.bin", o.out_dir, step);
-            TrainState st = {step, B, T, train.shard, train.position, rng, model.num_parameters};
+            TrainState st = {step, B, T, shard, position, rng, model.num_parameters};
             state_write(path, st, model.m_memory, model.v_memory);
             snprintf(path, sizeof(path), "%s/DONE_%08d", o.out_dir, step);
             fclose(fopen_or_fail(path, "w"));
             printf("checkpoint saved: %s/model_%08d.bin\n", o.out_dir, step);
+        };
+        if (last) {
+            if (o.out_dir && step > start_step) save_checkpoint(train.shard, train.position);
+            break;
         }
-        if (last) break;
 
         double t0 = now_seconds();
+        int shard0 = train.shard;  // where this step's batches start, for its checkpoint
+        long long position0 = train.position;
         gpt2_zero_grad(&model);
         double loss = 0;
         for (int micro = 0; micro < accum; micro++) {
@@ -1087,6 +1116,8 @@ int main(int argc, char** argv) {
             gpt2_backward(&model, (real)1 / accum);
             loss += model.mean_loss / accum;
         }
+        if (o.out_dir && o.checkpoint_every > 0 && step > start_step && step % o.checkpoint_every == 0)
+            save_checkpoint(shard0, position0);
         double norm = gpt2_grad_norm(&model);
         if (!std::isfinite(norm))
             fail("the gradient norm is %f at step %d: training diverged (try a lower -l); no checkpoint was written",

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Runs every test suite and ends with one plain line: "N passed, N failed" (", N skipped" when some were skipped).
+# A suite is a program whose output ends with either doctest's summary or a line "P passed, F failed[, S skipped]".
+# A suite that exits non-zero counts as failed even if its summary says otherwise; one with no summary, likewise.
+set -u
+cd "$(dirname "$0")/.."
+TORCH_PY=${TORCH_PY:-/usr/bin/python3}
+PY=${PYTHON:-python3}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+passed=0 failed=0 skipped=0
+logdir=$(mktemp -d)
+
+run_suite() {
+    local name=$1; shift
+    local log="$logdir/$name.log" start=$SECONDS
+    "$@" > "$log" 2>&1
+    local rc=$? p=0 f=0 s=0 line
+    line=$(grep -E '^\[doctest\] test cases:' "$log" | tail -n 1)
+    if [ -n "$line" ]; then
+        p=$(sed -E 's/.*\| *([0-9]+) passed.*/\1/' <<< "$line")
+        f=$(sed -E 's/.*\| *([0-9]+) failed.*/\1/' <<< "$line")
+        s=$(sed -E 's/.*\| *([0-9]+) skipped.*/\1/' <<< "$line")
+    else
+        line=$(grep -E '^[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$' "$log" | tail -n 1)
+        if [ -n "$line" ]; then
+            p=$(sed -E 's/^([0-9]+) passed.*/\1/' <<< "$line")
+            f=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<< "$line")
+            grep -q skipped <<< "$line" && s=$(sed -E 's/.* ([0-9]+) skipped$/\1/' <<< "$line")
+        fi
+    fi
+    if [ -z "$line" ] || { [ $rc -ne 0 ] && [ "$f" -eq 0 ]; }; then
+        f=$((f + 1))
+        line="(exit status $rc, no usable summary)"
+    fi
+    passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+    printf '%-16s %4d passed %3d failed %3d skipped  %4ds\n' "$name" "$p" "$f" "$s" $((SECONDS - start))
+    if [ "$f" -ne 0 ]; then
+        echo "---- $name failed; the end of its output ($log):"
+        tail -n 40 "$log"
+        echo "----"
+    fi
+    if [ "$s" -ne 0 ]; then grep -m1 -i 'skip' "$log" | sed 's/^/  /'; fi
+}
+
+run_suite data          $PY tests/test_data.py
+run_suite gradients     ./tests/test_gradients
+run_suite reference     ./tests/test_reference
+run_suite cli           bash tests/test_cli.sh
+[ -f tests/torch_check.py ] && run_suite torch $TORCH_PY tests/torch_check.py
+[ -x tests/test_gpu ] && run_suite gpu ./tests/test_gpu
+
+[ "$failed" -eq 0 ] && rm -rf "$logdir"
+if [ "$skipped" -gt 0 ]; then
+    echo "$passed passed, $failed failed, $skipped skipped"
+else
+    echo "$passed passed, $failed failed"
+fi
+[ "$failed" -eq 0 ]

@@ -1,0 +1,294 @@
+// Invariants of the float32 CPU reference: causality, checkpoint contracts and round trips, the padded vocabulary,
+// AdamW's decay rules, gradient accumulation, determinism across thread counts, and the learning-rate schedule.
+// (Gradients themselves are proven in test_gradients.cpp by finite differences and in torch_check.py by PyTorch.)
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include "doctest.h"
+#define REFERENCE_CPU_NO_MAIN
+#include "../reference_cpu.cpp"
+
+static GPT2Config tiny_config(int norm, int ablations = 0, int V = 60) {
+    GPT2Config c;
+    c.max_seq_len = 16;
+    c.vocab_size = V;
+    c.padded_vocab_size = pad_vocab(V);
+    c.num_layers = 3;
+    c.channels = 32;
+    c.num_heads = 4;
+    c.norm = norm;
+    c.ablations = ablations;
+    return c;
+}
+
+static std::vector<int> random_tokens(int n, int V, uint64_t seed) {
+    std::vector<int> t(n);
+    for (int i = 0; i < n; i++) t[i] = (int)(random_uniform(&seed) * V);
+    return t;
+}
+
+// moves every parameter off its initial value so that no term of the model vanishes (gains 1, biases 0 at init)
+static void perturb(GPT2* m, uint64_t seed) {
+    for (size_t i = 0; i < m->num_parameters; i++) m->params_memory[i] += (real)(0.05 * random_normal(&seed));
+    const GPT2Config& c = m->config;
+    for (size_t i = (size_t)c.vocab_size * c.channels; i < (size_t)c.padded_vocab_size * c.channels; i++)
+        m->params.wte[i] = 0;
+}
+
+static const int LAYOUTS[][2] = {{NORM_PRE, 0}, {NORM_POST, 0}, {NORM_SIAMESE, 0}, {NORM_SIAMESE, 1}, {NORM_SIAMESE, 2}};
+
+TEST_CASE("causality: logits at t do not change when tokens after t change") {
+    for (auto& lay : LAYOUTS) {
+        GPT2 m;
+        gpt2_init_random(&m, tiny_config(lay[0], lay[1]), 1);
+        perturb(&m, 2);
+        const int B = 2, T = 12, Vp = m.config.padded_vocab_size;
+        std::vector<int> a = random_tokens(B * T, 60, 3);
+        gpt2_forward(&m, a.data(), nullptr, B, T);
+        std::vector<real> before(m.acts.logits, m.acts.logits + (size_t)B * T * Vp);
+        for (int t = 0; t < T; t++) {
+            std::vector<int> b = a;
+            for (int bb = 0; bb < B; bb++)
+                for (int t2 = t + 1; t2 < T; t2++) b[bb * T + t2] = (b[bb * T + t2] + 17) % 60;
+            gpt2_forward(&m, b.data(), nullptr, B, T);
+            for (int bb = 0; bb < B; bb++) {
+                size_t off = ((size_t)bb * T + t) * Vp;
+                // the computation of row t reads nothing of rows > t, so equality is exact
+                REQUIRE(memcmp(m.acts.logits + off, before.data() + off, Vp * sizeof(real)) == 0);
+            }
+            if (t + 1 < T) {  // and the future does move (the test is not vacuous)
+                size_t off = (size_t)(T - 1) * Vp;
+                CHECK(memcmp(m.acts.logits + off, before.data() + off, Vp * sizeof(real)) != 0);
+            }
+        }
+        gpt2_free(&m);
+    }
+}
+
+TEST_CASE("checkpoint: the tensor order is the documented contract") {
+    auto names = [](int norm) {
+        std::vector<std::string> n;
+        for (const TensorInfo& t : parameter_table(tiny_config(norm))) n.push_back(t.name);
+        return n;
+    };
+    // llm.c's order, so GPT-2 checkpoints written by llm.c's tooling load unchanged
+    std::vector<std::string> pre = {"wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+                                    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
+    CHECK(names(NORM_PRE) == pre);
+    std::vector<std::string> post(pre.begin(), pre.end() - 2);
+    CHECK(names(NORM_POST) == post);
+    std::vector<std::string> siamese = {"wte", "wpe", "ln1xw", "ln1xb", "ln1yw", "ln1yb", "ln1iw", "ln1ib", "qkvw",
+                                        "qkvb", "attprojw", "attprojb", "ln2xw", "ln2xb", "ln2yw", "ln2yb", "ln2iw",
+                                        "ln2ib", "fcw", "fcb", "fcprojw", "fcprojb", "lnfxw", "lnfxb", "lnfyw",
+                                        "lnfyb", "lnfw", "lnfb"};
+    CHECK(names(NORM_SIAMESE) == siamese);
+    // GPT-2 small (d12, vocabulary 50257 padded to 50304) has llm.c's 124,475,904 parameters; the other layouts
+    // differ by LayerNorms only: post drops LN_f, siamese adds 4 LayerNorms per block and 2 at the head
+    GPT2Config d12 = {1024, 50257, 50304, 12, 12, 768, NORM_PRE, 0};
+    CHECK(count_parameters(d12) == 124475904);
+    d12.norm = NORM_POST;
+    CHECK(count_parameters(d12) == 124475904 - 2 * 768);
+    d12.norm = NORM_SIAMESE;
+    CHECK(count_parameters(d12) == 124475904 + (4 * 12 + 2) * 2 * 768);
+}
+
+TEST_CASE("checkpoint: save and load round-trip bit-exact, header included") {
+    for (auto& lay : LAYOUTS) {
+        GPT2 m, n;
+        gpt2_init_random(&m, tiny_config(lay[0], lay[1]), 5);
+        perturb(&m, 6);
+        char path[] = "/tmp/siamese_ckpt_XXXXXX";
+        int fd = mkstemp(path);
+        REQUIRE(fd >= 0);
+        close(fd);
+        gpt2_save_checkpoint(&m, path);
+        FILE* f = fopen(path, "rb");
+        int header[HEADER_INTS];
+        REQUIRE(fread(header, sizeof(int), HEADER_INTS, f) == (size_t)HEADER_INTS);
+        fclose(f);
+        CHECK(header[0] == 20240326);
+        CHECK(header[1] == 3);
+        CHECK(header[8] == lay[0]);
+        CHECK(header[9] == lay[1]);
+        gpt2_build_from_checkpoint(&n, path);
+        CHECK(memcmp(&n.config, &m.config, sizeof(GPT2Config)) == 0);
+        REQUIRE(n.num_parameters == m.num_parameters);
+        CHECK(memcmp(n.params_memory, m.params_memory, m.num_parameters * sizeof(real)) == 0);
+        remove(path);
+        gpt2_free(&m);
+        gpt2_free(&n);
+    }
+}
+
+TEST_CASE("initialization: seeded, shared weights identical across layouts, GPT-2's scales") {
+    GPT2 pre, sia, again;
+    gpt2_init_random(&pre, tiny_config(NORM_PRE), 11);
+    gpt2_init_random(&sia, tiny_config(NORM_SIAMESE), 11);
+    gpt2_init_random(&again, tiny_config(NORM_SIAMESE), 11);
+    CHECK(memcmp(sia.params_memory, again.params_memory, sia.num_parameters * sizeof(real)) == 0);
+    size_t C = 32, L = 3;
+    CHECK(memcmp(pre.params.wte, sia.params.wte, 128 * C * sizeof(real)) == 0);
+    CHECK(memcmp(pre.params.qkvw, sia.params.qkvw, L * 3 * C * C * sizeof(real)) == 0);
+    CHECK(memcmp(pre.params.fcprojw, sia.params.fcprojw, L * C * 4 * C * sizeof(real)) == 0);
+    // standard deviations: 0.02 for weights, 0.02/sqrt(2L) for the residual projections; gains 1, biases 0
+    auto stddev = [](const real* p, size_t n) {
+        double s = 0;
+        for (size_t i = 0; i < n; i++) s += (double)p[i] * p[i];
+        return std::sqrt(s / n);
+    };
+    CHECK(stddev(sia.params.qkvw, L * 3 * C * C) == doctest::Approx(0.02).epsilon(0.05));
+    CHECK(stddev(sia.params.fcprojw, L * 4 * C * C) == doctest::Approx(0.02 / std::sqrt(6.0)).epsilon(0.05));
+    for (size_t i = 0; i < L * C; i++) {
+        REQUIRE(sia.params.lnw[1][LN_Y][i] == 1);
+        REQUIRE(sia.params.lnb[0][LN_IN][i] == 0);
+        REQUIRE(sia.params.qkvb[i] == 0);
+    }
+    for (size_t i = 60 * C; i < 128 * C; i++) REQUIRE(sia.params.wte[i] == 0);  // padded rows
+    gpt2_free(&pre);
+    gpt2_free(&sia);
+    gpt2_free(&again);
+}
+
+TEST_CASE("padded vocabulary: no probability, no gradient") {
+    GPT2 m;
+    gpt2_init_random(&m, tiny_config(NORM_SIAMESE), 1);
+    perturb(&m, 3);
+    for (size_t i = 60 * 32; i < 128 * 32; i++) m.params.wte[i] = (real)0.5;  // even non-zero padded rows never win
+    std::vector<int> in = random_tokens(24, 60, 4), tg = random_tokens(24, 60, 5);
+    gpt2_forward(&m, in.data(), tg.data(), 2, 12);
+    for (int n = 0; n < 24; n++) {
+        double total = 0;
+        for (int v = 0; v < 128; v++) {
+            real p = m.acts.probs[(size_t)n * 128 + v];
+            if (v >= 60) REQUIRE(p == 0);
+            total += p;
+        }
+        CHECK(total == doctest::Approx(1.0).epsilon(1e-5));
+    }
+    gpt2_zero_grad(&m);
+    gpt2_backward(&m);
+    for (size_t i = 60 * 32; i < 128 * 32; i++) REQUIRE(m.grads.wte[i] == 0);
+    gpt2_free(&m);
+}
+
+TEST_CASE("AdamW: decoupled weight decay on 2-D weights only") {
+    GPT2 m;
+    gpt2_init_random(&m, tiny_config(NORM_SIAMESE), 1);
+    perturb(&m, 7);
+    std::vector<real> before(m.params_memory, m.params_memory + m.num_parameters);
+    gpt2_zero_grad(&m);  // zero gradient: only the decay moves anything
+    AdamWConfig o = {(real)0.01, (real)0.9, (real)0.95, (real)1e-8, (real)0.1};
+    gpt2_update(&m, o, 1, 1);
+    int decayed = 0, kept = 0;
+    for (const TensorInfo& t : m.tensors) {
+        std::string name = t.name;
+        int should_decay = name == "wte" || name == "wpe" || name == "qkvw" || name == "attprojw" || name == "fcw" ||
+                           name == "fcprojw";
+        CHECK(t.decay == should_decay);
+        for (size_t i = t.offset; i < t.offset + t.size; i++) {
+            real expected = t.decay ? before[i] - (real)0.01 * ((real)0.1 * before[i]) : before[i];
+            REQUIRE(m.params_memory[i] == expected);
+        }
+        (t.decay ? decayed : kept)++;
+    }
+    CHECK(decayed == 6);
+    CHECK(kept == 22);
+    gpt2_free(&m);
+}
+
+TEST_CASE("gradient accumulation: two half batches equal one batch") {
+    for (auto& lay : LAYOUTS) {
+        GPT2 m;
+        gpt2_init_random(&m, tiny_config(lay[0], lay[1]), 1);
+        perturb(&m, 8);
+        std::vector<int> in = random_tokens(24, 60, 9), tg = random_tokens(24, 60, 10);
+        gpt2_forward(&m, in.data(), tg.data(), 2, 12);
+        gpt2_zero_grad(&m);
+        gpt2_backward(&m);
+        std::vector<real> whole(m.grads_memory, m.grads_memory + m.num_parameters);
+        gpt2_zero_grad(&m);
+        for (int half = 0; half < 2; half++) {
+            gpt2_forward(&m, in.data() + 12 * half, tg.data() + 12 * half, 1, 12);
+            gpt2_backward(&m, (real)0.5);
+        }
+        // float32: the two results differ by rounding in a different summation order over the 2 rows only
+        double num = 0, den = 0;
+        for (size_t i = 0; i < m.num_parameters; i++) {
+            num += (double)(m.grads_memory[i] - whole[i]) * (m.grads_memory[i] - whole[i]);
+            den += (double)whole[i] * whole[i];
+        }
+        CHECK(std::sqrt(num / den) < 1e-6);
+        gpt2_free(&m);
+    }
+}
+
+#ifdef _OPENMP
+TEST_CASE("determinism: the same gradients bit for bit with 1 and 2 threads") {
+    GPT2Config c = tiny_config(NORM_SIAMESE, 0, 300);  // a vocabulary large enough to split across threads
+    c.channels = 64;
+    GPT2 m;
+    gpt2_init_random(&m, c, 1);
+    perturb(&m, 12);
+    std::vector<int> in = random_tokens(64, 300, 13), tg = random_tokens(64, 300, 14);
+    std::vector<real> grads[2];
+    for (int k = 0; k < 2; k++) {
+        omp_set_num_threads(k + 1);
+        gpt2_forward(&m, in.data(), tg.data(), 4, 16);
+        gpt2_zero_grad(&m);
+        gpt2_backward(&m);
+        grads[k].assign(m.grads_memory, m.grads_memory + m.num_parameters);
+    }
+    omp_set_num_threads(2);
+    CHECK(memcmp(grads[0].data(), grads[1].data(), m.num_parameters * sizeof(real)) == 0);
+    gpt2_free(&m);
+}
+#endif
+
+TEST_CASE("learning rate: linear warmup, cosine decay to the final fraction") {
+    double lr = 1e-3;
+    CHECK(learning_rate_at(0, 100, lr, 10, 0.1) == doctest::Approx(1e-4));
+    CHECK(learning_rate_at(9, 100, lr, 10, 0.1) == doctest::Approx(1e-3));
+    CHECK(learning_rate_at(10, 100, lr, 10, 0.1) == doctest::Approx(1e-3));
+    CHECK(learning_rate_at(55, 100, lr, 10, 0.1) == doctest::Approx(0.55e-3));  // halfway: (1 + 0.1) / 2
+    CHECK(learning_rate_at(100, 100, lr, 10, 0.1) == doctest::Approx(1e-4));
+    for (int s = 11; s < 100; s++) CHECK(learning_rate_at(s, 100, lr, 10, 0.1) < learning_rate_at(s - 1, 100, lr, 10, 0.1));
+    CHECK(learning_rate_at(50, 100, lr, 0, 1.0) == doctest::Approx(1e-3));  // -q 1: constant
+}
+
+TEST_CASE("SiameseNorm forward: the streams follow the equations") {
+    // After the forward pass, check the stored streams against the method's equations directly.
+    GPT2 m;
+    gpt2_init_random(&m, tiny_config(NORM_SIAMESE), 1);
+    perturb(&m, 15);
+    std::vector<int> in = random_tokens(24, 60, 16);
+    gpt2_forward(&m, in.data(), nullptr, 2, 12);
+    size_t NC = 24 * 32;
+    for (int s = 0; s < 6; s++) {
+        SubLayerActs a = sublayer_acts(m.config, m.acts, s, 2, 12);
+        double inv_c = 1.0 / std::sqrt(2.0 * (s / 2 + 1));
+        for (size_t i = 0; i < NC; i++) {
+            REQUIRE(a.x_next[i] == doctest::Approx(a.ln[LN_X][i] + inv_c * a.z[i]).epsilon(1e-6));  // x = xh + z/c_l
+            REQUIRE(a.y_next[i] == doctest::Approx(a.y[i] + a.z[i]).epsilon(1e-6));                  // y = y + z
+            REQUIRE(a.sum[i] == doctest::Approx(a.ln[LN_X][i] + a.ln[LN_Y][i]).epsilon(1e-6));
+        }
+        // xh = LN_x(x): with the gain and shift undone, each row has zero mean and variance var(x) / (var(x) + eps)
+        const real* w = m.params.lnw[s % 2][LN_X] + (s / 2) * 32;
+        const real* b = m.params.lnb[s % 2][LN_X] + (s / 2) * 32;
+        auto moments = [](const real* r, const real* w, const real* b, double* mean, double* var) {
+            *mean = *var = 0;
+            for (int i = 0; i < 32; i++) *mean += w ? (r[i] - b[i]) / w[i] : r[i];
+            *mean /= 32;
+            for (int i = 0; i < 32; i++) {
+                double v = (w ? (r[i] - b[i]) / w[i] : r[i]) - *mean;
+                *var += v * v / 32;
+            }
+        };
+        for (int row = 0; row < 24; row++) {
+            double mean, var, xmean, xvar;
+            moments(a.ln[LN_X] + row * 32, w, b, &mean, &var);
+            moments(a.x + row * 32, nullptr, nullptr, &xmean, &xvar);
+            CHECK(std::fabs(mean) < 1e-4);
+            CHECK(var == doctest::Approx(xvar / (xvar + 1e-5)).epsilon(1e-4));
+        }
+    }
+    CHECK(memcmp(m.acts.x, m.acts.y, NC * sizeof(real)) == 0);  // both streams start as h0
+    gpt2_free(&m);
+}
