@@ -5,7 +5,7 @@ CXX       ?= g++
 CXXFLAGS  ?= -O3 -march=native -std=c++17 -Wall -Wextra
 OMPFLAGS  ?= -fopenmp
 NVCC      ?= nvcc
-NVFLAGS   ?= -O3 -std=c++17 -arch=sm_90 --use_fast_math=false -lineinfo
+NVFLAGS   ?= -O3 -std=c++17 -arch=sm_90 -lineinfo
 NVLIBS    ?= -lcublas
 PYTHON    ?= python3
 TORCH_PY  ?= /usr/bin/python3
@@ -17,7 +17,7 @@ HAVE_NVCC := $(shell command -v $(NVCC) 2> /dev/null)
 CPU_BINS  = reference_cpu tests/test_gradients tests/test_reference tests/ref_tool
 GPU_BINS  = $(if $(HAVE_NVCC),train_gpt2cu tests/test_gpu,)
 
-.PHONY: all data train test clean gpu
+.PHONY: all data train test clean deps bench-cpu
 all: $(CPU_BINS) $(GPU_BINS)
 
 reference_cpu: reference_cpu.cpp gpt2_common.h
@@ -37,18 +37,39 @@ tests/test_reference: tests/test_reference.cpp reference_cpu.cpp gpt2_common.h
 tests/ref_tool: tests/ref_tool.cpp reference_cpu.cpp gpt2_common.h
 	$(CXX) $(CXXFLAGS) $(OMPFLAGS) -o $@ $<
 
+# the Debian packages each entry point needs (installed only where missing)
+deps:
+	@bash .ci/deps test
+
+# the CUDA trainer (float32; -f 1 for TF32 matrix products)
+CUDA_SRCS = train_gpt2.cu siamese.cuh cuda_common.cuh gpt2_common.h
+train_gpt2cu: $(CUDA_SRCS)
+	$(NVCC) $(NVFLAGS) -o $@ $< $(NVLIBS)
+
+# the GPU against the CPU reference (float build, OpenMP) in one program; runs only where a GPU is present
+tests/test_gpu: tests/test_gpu.cu $(CUDA_SRCS) reference_cpu.cpp
+	$(NVCC) $(NVFLAGS) -Xcompiler -fopenmp,-march=native -I$(DOCTEST) -o $@ $< $(NVLIBS) -lgomp
+
 data/kjv/kjv_train.bin:
 	$(PYTHON) data/prepare.py kjv
 
 data: data/kjv/kjv_train.bin
 
 # The README's first command: prepare the KJV shards, train a small model of layout $(NORM) on the CPU.
-train: reference_cpu data/kjv/kjv_train.bin
+train:
+	@bash .ci/deps train
+	@$(MAKE) --no-print-directory reference_cpu data/kjv/kjv_train.bin
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-$$(nproc)} ./reference_cpu --norm $(NORM) --layers 4 --channels 128 \
 	    --heads 4 -b 8 -t 128 -l 2e-3 -u 20 -q 0.1 -x 300 -v 50 -s 100 -g 128 -o out/$(NORM)
 
-test: all data/kjv/kjv_train.bin
+test:
+	@bash .ci/deps test
+	@$(MAKE) --no-print-directory all data/kjv/kjv_train.bin
 	TORCH_PY=$(TORCH_PY) bash tests/run_all.sh
+
+# CPU speed at GPT-2 small (d12, vocabulary 50257, -b 4 -t 64) for each layout: a table, not a test
+bench-cpu: reference_cpu
+	bash tests/bench_cpu.sh
 
 clean:
 	rm -f $(CPU_BINS) train_gpt2cu tests/test_gpu

@@ -747,6 +747,17 @@ static int file_exists(const char* path) {
     return stat(path, &st) == 0;
 }
 
+// mkdir -p
+static void make_dirs(const char* dir) {
+    std::string path = dir;
+    for (size_t i = 1; i <= path.size(); i++) {
+        if (i < path.size() && path[i] != '/') continue;
+        std::string prefix = path.substr(0, i);
+        if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
+            fail("cannot create directory '%s' (%s)", prefix.c_str(), strerror(errno));
+    }
+}
+
 // the latest step with a complete checkpoint (DONE_<step> is written after the model and state files), or -1
 static int latest_checkpoint(const char* dir) {
     std::string pattern = std::string(dir) + "/DONE_*";

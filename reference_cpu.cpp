@@ -1026,7 +1026,7 @@ int main(int argc, char** argv) {
     }
     FILE* logfile = nullptr;
     if (o.out_dir) {
-        mkdir(o.out_dir, 0755);
+        make_dirs(o.out_dir);
         snprintf(path, sizeof(path), "%s/main.log", o.out_dir);
         logfile = fopen_or_fail(path, resume_step >= 0 ? "a" : "w");
     }
