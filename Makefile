@@ -72,4 +72,11 @@ bench-cpu: reference_cpu
 	bash tests/bench_cpu.sh
 
 clean:
-	rm -f $(CPU_BINS) train_gpt2cu tests/test_gpu
+	rm -f $(CPU_BINS) train_gpt2cu tests/test_gpu experiments/depth_probe
+
+# experiments/ (docs/experiments.md): the depth probe includes the reference as a library. Not part of `all`, so
+# `make test` does not depend on it; experiments/smoke_test.sh builds it when missing.
+experiments: experiments/depth_probe
+
+experiments/depth_probe: experiments/depth_probe.cpp reference_cpu.cpp gpt2_common.h
+	$(CXX) $(CXXFLAGS) $(OMPFLAGS) -Wno-unused-function -o $@ $<
