@@ -547,11 +547,12 @@ static void tokenizer_load(Tokenizer* t, const char* path, int required) {
     int header[HEADER_INTS];
     fread_or_fail(header, sizeof(int), HEADER_INTS, f, path);
     if (header[0] != TOKENIZER_MAGIC) fail("'%s' is not a tokenizer file (bad magic %d)", path, header[0]);
-    if (header[1] != 2) fail("'%s' has unsupported tokenizer version %d", path, header[1]);
+    if (header[1] != 1 && header[1] != 2) fail("'%s' has unsupported tokenizer version %d", path, header[1]);
     int n = header[2];
     if (n < 1 || n > 65536) fail("'%s' has an invalid vocabulary size %d", path, n);
-    if (header[3] < 0 || header[3] >= n) fail("'%s' has an invalid eot token %d", path, header[3]);
-    t->eot_token = header[3];
+    // version 1 (llm.c's first GPT-2 tokenizer files) has no eot field: GPT-2's <|endoftext|> is the last token
+    t->eot_token = header[1] == 1 ? n - 1 : header[3];
+    if (t->eot_token < 0 || t->eot_token >= n) fail("'%s' has an invalid eot token %d", path, t->eot_token);
     t->tokens.resize(n);
     for (int i = 0; i < n; i++) {
         unsigned char len;
