@@ -1,0 +1,310 @@
+/*
+cuda_common.cuh: what every kernel file of the CUDA trainer shares.
+
+  - the storage type of parameters and activations (floatX) and of cuBLAS (CUBLAS_FLOATX)
+  - failures: every CUDA and cuBLAS call checked with file and line, one line on stderr and exit 1
+  - the device context: the cuBLAS handle, the compute mode (float32 or TF32), the scratch for partial sums
+  - warp and block reductions
+  - the row building blocks: a LayerNorm over one row of C channels held in the registers of one block, forward
+    and backward. Pre-Norm, Post-Norm (train_gpt2.cu) and SiameseNorm (siamese.cuh) are all built from these.
+  - the second stage of every deterministic reduction: per-block partial sums added up in a fixed order
+
+Reductions never use atomics: a run repeats bit for bit on the same GPU.
+*/
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include "gpt2_common.h"
+
+// The storage type of parameters, their gradients and the activations. float32 here; the math inside the kernels is
+// always float32. (A bf16 mode would change these two lines and the kernels' loads and stores, nothing else.)
+typedef float floatX;
+static const cudaDataType_t CUBLAS_FLOATX = CUDA_R_32F;
+
+// ----------------------------------------------------------------------------------------------------------------
+// failures: one line with the file and line of the call, exit 1
+
+static void cuda_check(cudaError_t err, const char* what, const char* file, int line) {
+    if (err != cudaSuccess) fail("CUDA error '%s' at %s:%d in %s", cudaGetErrorString(err), file, line, what);
+}
+static void cublas_check(cublasStatus_t status, const char* what, const char* file, int line) {
+    if (status != CUBLAS_STATUS_SUCCESS)
+        fail("cuBLAS error '%s' at %s:%d in %s", cublasGetStatusString(status), file, line, what);
+}
+#define cudaCheck(call) cuda_check((call), #call, __FILE__, __LINE__)
+#define cublasCheck(call) cublas_check((call), #call, __FILE__, __LINE__)
+// after every kernel launch: a bad launch configuration shows up here, at the launch that caused it
+#define launchCheck() cuda_check(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+
+static inline int ceil_div(long long a, long long b) { return (int)((a + b - 1) / b); }
+
+// ----------------------------------------------------------------------------------------------------------------
+// the device context
+
+static struct {
+    int ready;
+    cublasHandle_t cublas;
+    cublasComputeType_t compute;  // CUBLAS_COMPUTE_32F, or CUBLAS_COMPUTE_32F_FAST_TF32 with -f 1
+    int sms;                      // streaming multiprocessors, for grid sizes
+    char name[200];
+    float* partials;              // scratch for the first stage of the reductions (see reduce_partials)
+    size_t partials_floats;
+} gpu;
+
+static void* cuda_malloc_bytes(size_t bytes, const char* what) {
+    if (bytes == 0) return nullptr;
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+        cudaGetLastError();  // clear it
+        size_t free_bytes = 0, total_bytes = 0;
+        cudaMemGetInfo(&free_bytes, &total_bytes);
+        fail("out of GPU memory: %s needs %.1f MiB, but only %.1f MiB of %.1f MiB are free (try a smaller -b or -t)",
+             what, bytes / 1048576.0, free_bytes / 1048576.0, total_bytes / 1048576.0);
+    }
+    cudaCheck(err);
+    return p;
+}
+
+template <typename T>
+static T* cuda_malloc(size_t count, const char* what) {
+    return (T*)cuda_malloc_bytes(count * sizeof(T), what);
+}
+
+// Picks device 0 and sets up cuBLAS. Without a usable GPU: one line, exit 1.
+static void gpu_init(int tf32) {
+    if (!gpu.ready) {
+        int count = 0;
+        cudaError_t err = cudaGetDeviceCount(&count);
+        if (err != cudaSuccess || count == 0)
+            fail("no CUDA device found (%s); the CUDA trainer needs a GPU, the CPU trainer is ./reference_cpu",
+                 err != cudaSuccess ? cudaGetErrorString(err) : "cudaGetDeviceCount returned 0");
+        cudaCheck(cudaSetDevice(0));
+        cudaDeviceProp prop;
+        cudaCheck(cudaGetDeviceProperties(&prop, 0));
+        if (prop.major < 9)
+            fail("this build targets sm_90 (H100/H200) but '%s' is sm_%d%d: rebuild with NVFLAGS='... -arch=sm_%d%d'",
+                 prop.name, prop.major, prop.minor, prop.major, prop.minor);
+        gpu.sms = prop.multiProcessorCount;
+        snprintf(gpu.name, sizeof(gpu.name), "%.120s", prop.name);
+        cublasCheck(cublasCreate(&gpu.cublas));
+        gpu.ready = 1;
+    }
+    // CUBLAS_COMPUTE_32F is true float32; the math mode keeps the batched and legacy paths the same
+    gpu.compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    cublasCheck(cublasSetMathMode(gpu.cublas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+}
+
+static void gpu_reserve_partials(size_t floats) {
+    if (floats <= gpu.partials_floats) return;
+    if (gpu.partials) cudaCheck(cudaFree(gpu.partials));
+    gpu.partials = cuda_malloc<float>(floats, "reduction scratch");
+    gpu.partials_floats = floats;
+}
+
+static double gpu_memory_used_mib(void) {
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
+    return (total_bytes - free_bytes) / 1048576.0;
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// reductions. Every lane of a warp ends with the same value (the butterfly adds the same two numbers on both sides),
+// and every thread of a block reads the per-warp partials in the same order, so all threads agree bit for bit.
+
+static const unsigned FULL_MASK = 0xffffffffu;
+
+__device__ inline float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+__device__ inline double warp_sum(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+__device__ inline float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+    return v;
+}
+
+// Sums K values over the whole block; every thread must call it (blockDim.x a multiple of 32, at most 1024).
+template <int K>
+__device__ void block_sum(float (&v)[K]) {
+    __shared__ float shared[K][32];
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    for (int k = 0; k < K; k++) v[k] = warp_sum(v[k]);
+    __syncthreads();  // the previous call's readers are done with `shared`
+    if (lane == 0)
+        for (int k = 0; k < K; k++) shared[k][warp] = v[k];
+    __syncthreads();
+    for (int k = 0; k < K; k++) {
+        float s = 0;
+        for (int w = 0; w < warps; w++) s += shared[k][w];
+        v[k] = s;
+    }
+}
+
+__device__ inline float block_max(float v) {
+    __shared__ float shared[32];
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    float m = -INFINITY;
+    for (int w = 0; w < warps; w++) m = fmaxf(m, shared[w]);
+    return m;
+}
+
+__device__ inline double block_sum_double(double v) {
+    __shared__ double shared[32];
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    double s = 0;
+    for (int w = 0; w < warps; w++) s += shared[w];
+    return s;
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Row building blocks. A "row kernel" gives each row of C channels to one block; thread t owns the channels
+// t, t + blockDim.x, t + 2 blockDim.x, ... (VALS of them, the last ones possibly past C) and keeps them in registers,
+// so a row is read from memory once however many LayerNorms it goes through. Loads are coalesced: for each of the
+// VALS slots the threads of a warp read consecutive channels. Backward kernels walk over rows with a stride of
+// gridDim.x; a thread owns the same channels in every row, so the LayerNorm parameter gradients (sums over rows)
+// collect in its registers and leave as one partial sum per block.
+
+static const int MAX_ROW_THREADS = 512;     // __launch_bounds__ of every row kernel: at most 128 registers a thread
+static const int MAX_ROW_BLOCKS_PER_SM = 8; // backward row kernels: at most this many blocks per SM (partials size)
+
+// channels per thread: 4 up to C = 2048 (GPT-2 XL has 1600), else 16 up to 8192
+static int row_vals(int C) {
+    if (C <= 4 * MAX_ROW_THREADS) return 4;
+    if (C <= 16 * MAX_ROW_THREADS) return 16;
+    fail("%d channels exceed what the row kernels support (%d)", C, 16 * MAX_ROW_THREADS);
+}
+static int row_threads(int C) { return ceil_div(ceil_div(C, row_vals(C)), 32) * 32; }
+
+// Calls launch(std::integral_constant<int, VALS>()) with the VALS that fits C: the kernels are templates on VALS so
+// that the per-thread arrays have a compile-time size and live in registers.
+template <typename Launch>
+static void with_row_vals(int C, Launch launch) {
+    if (row_vals(C) == 4) launch(std::integral_constant<int, 4>());
+    else launch(std::integral_constant<int, 16>());
+}
+
+// grid of a backward row kernel: as many blocks as fit on the GPU at once (capped), never more than rows
+template <typename Kernel>
+static int row_grid(Kernel kernel, int threads, int rows) {
+    int per_sm = 0;
+    cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+    per_sm = std::max(1, std::min(per_sm, MAX_ROW_BLOCKS_PER_SM));
+    return std::max(1, std::min(rows, gpu.sms * per_sm));
+}
+static size_t row_partials_floats(int C, int arrays) { return (size_t)gpu.sms * MAX_ROW_BLOCKS_PER_SM * arrays * C; }
+
+template <int VALS>
+__device__ inline void load_row(float (&v)[VALS], const floatX* row, int C) {
+    for (int k = 0; k < VALS; k++) {
+        int i = threadIdx.x + k * blockDim.x;
+        v[k] = i < C ? (float)row[i] : 0.0f;
+    }
+}
+
+template <int VALS>
+__device__ inline void store_row(floatX* row, const float (&v)[VALS], int C) {
+    for (int k = 0; k < VALS; k++) {
+        int i = threadIdx.x + k * blockDim.x;
+        if (i < C) row[i] = (floatX)v[k];
+    }
+}
+
+// the normalization itself, written once: a backward kernel that recomputes a LayerNorm output from the saved
+// statistics uses the forward's formula (the same numbers, up to how the compiler fuses multiply-adds)
+__device__ inline float ln_apply(float v, float mean, float rstd, float w, float b) { return (v - mean) * rstd * w + b; }
+
+// out = LN(in) = (in - mean) * rstd * w + b over the C channels of the block's row, eps 1e-5; thread 0 stores
+// mean and rstd (= 1/std) for the backward pass. Every thread of the block must call it.
+template <int VALS>
+__device__ void layernorm_row(float (&out)[VALS], const float (&in)[VALS], const floatX* w, const floatX* b, int C,
+                              float* mean_out, float* rstd_out) {
+    float s[1] = {0.0f};
+    for (int k = 0; k < VALS; k++)
+        if (threadIdx.x + k * blockDim.x < C) s[0] += in[k];
+    block_sum(s);
+    float mean = s[0] / C;
+    float var[1] = {0.0f};
+    for (int k = 0; k < VALS; k++)
+        if (threadIdx.x + k * blockDim.x < C) var[0] += (in[k] - mean) * (in[k] - mean);
+    block_sum(var);
+    float rstd = 1.0f / sqrtf(var[0] / C + 1e-5f);
+    for (int k = 0; k < VALS; k++) {
+        int i = threadIdx.x + k * blockDim.x;
+        out[k] = i < C ? ln_apply(in[k], mean, rstd, (float)w[i], (float)b[i]) : 0.0f;
+    }
+    if (threadIdx.x == 0) {
+        *mean_out = mean;
+        *rstd_out = rstd;
+    }
+}
+
+// Backward of layernorm_row. With xhat = (in - mean) * rstd and g = w * dout:
+//   dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)),   dw += xhat * dout,   db += dout
+// dw and db are the thread's running sums over the rows it has seen. Every thread of the block must call it.
+template <int VALS>
+__device__ void layernorm_row_backward(float (&dinp)[VALS], float (&dw)[VALS], float (&db)[VALS],
+                                       const float (&dout)[VALS], const float (&in)[VALS], const floatX* w,
+                                       float mean, float rstd, int C) {
+    float xhat[VALS], g[VALS], s[2] = {0.0f, 0.0f};
+    for (int k = 0; k < VALS; k++) {
+        int i = threadIdx.x + k * blockDim.x;
+        xhat[k] = i < C ? (in[k] - mean) * rstd : 0.0f;
+        g[k] = i < C ? (float)w[i] * dout[k] : 0.0f;
+        s[0] += g[k];
+        s[1] += g[k] * xhat[k];
+    }
+    block_sum(s);
+    float gmean = s[0] / C, gxmean = s[1] / C;
+    for (int k = 0; k < VALS; k++) {
+        if (threadIdx.x + k * blockDim.x >= C) continue;
+        dinp[k] += rstd * (g[k] - gmean - xhat[k] * gxmean);
+        dw[k] += xhat[k] * dout[k];
+        db[k] += dout[k];
+    }
+}
+
+// A backward row kernel's parameter-gradient sums leave as partials[block][array][C].
+template <int VALS>
+__device__ inline void store_partials(float* partials, int arrays, int a, const float (&v)[VALS], int C) {
+    float* row = partials + ((size_t)blockIdx.x * arrays + a) * C;
+    for (int k = 0; k < VALS; k++) {
+        int i = threadIdx.x + k * blockDim.x;
+        if (i < C) row[i] = v[k];
+    }
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// second stage of every reduction: dst[a][i] += sum over p of partials[p][a][i], p in increasing order.
+// Thread per (a, i): blockIdx.y is the array a, threads run along i (coalesced reads of each partial row).
+
+struct GradTargets {
+    floatX* dst[6];  // up to 6 gradient vectors of n elements; a null entry is skipped
+};
+
+__global__ void reduce_partials_kernel(GradTargets t, const float* partials, int parts, int arrays, int n) {
+    int a = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n || t.dst[a] == nullptr) return;
+    float s = 0.0f;
+    for (int p = 0; p < parts; p++) s += partials[((size_t)p * arrays + a) * n + i];
+    t.dst[a][i] += (floatX)s;
+}
+
+static void reduce_partials(const GradTargets& t, int arrays, int n, int parts) {
+    reduce_partials_kernel<<<dim3(ceil_div(n, 256), arrays), 256>>>(t, gpu.partials, parts, arrays, n);
+    launchCheck();
+}

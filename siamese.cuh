@@ -1,0 +1,206 @@
+/*
+siamese.cuh: the SiameseNorm kernels of the CUDA trainer (SiameseNorm: Li et al., ICML 2026, arXiv 2602.08064).
+
+The method. Two residual streams share every weight. x is normalized after each update ("post-norm" stream), y is
+never normalized ("pre-norm" stream). Both start as the embedding h0. For each sub-layer F (attention, then MLP) of
+block l, with the depth scale c_l = sqrt(2(l+1)):
+
+    xh = LN_x(x)                     the normalized x stream
+    u  = LN_in(xh + LN_y(y))         the input of F: both streams, each normalized, normalized once more
+    z  = F(u)
+    x  = xh + z / c_l                x grows from a normalized state by a damped update
+    y  = y + z                       y is an identity path: the gradient reaches every layer undamped
+
+and the head feeds LN_f(LN_xf(x) + LN_yf(y)) to the tied output projection.
+
+Boundaries. The CPU reference (reference_cpu.cpp) computes this in small passes: LN, LN, add, LN, add, add. Here the
+work between two sub-layers is ONE kernel, a "boundary": boundary b ends sub-layer b-1 and starts sub-layer b
+(b = 0 follows the embedding; b = 2L, after the last sub-layer, is the head). Per row of C channels, one block:
+
+    b > 0:   x_b = xh_{b-1} + z_{b-1} / c     (xh_{b-1} recomputed from x_{b-1} and its LN_x statistics)
+             y_b = y_{b-1} + z_{b-1}
+    b = 0:   x_0 = y_0 = h0
+    all:     xh = LN_x(x_b);  u_b = LN_in(xh + LN_y(y_b))        at b = 2L with LN_xf, LN_yf, LN_f: u_2L = hf
+
+What is stored for the backward pass, per boundary: x_b and y_b (2 rows of C), u_b (needed anyway: it is the input of
+F's first matrix product, whose weight gradient reads it), and a mean and an rstd per LayerNorm (6 floats a row).
+xh, LN_y(y) and their sum are recomputed from x_b, y_b and the statistics, in registers, at no memory cost. z is
+not kept at all: the next boundary consumes it and the backward never needs it. So 3 rows a boundary, against 6 in
+the CPU reference (x, y, xh, LN_y(y), xh + LN_y(y), u); y_0 is x_0 and is not stored twice.
+
+The backward kernel of boundary b gets dL/du_b from F's backward and the gradients of the streams leaving the
+sub-layer, dL/dx_{b+1} and dL/dy_{b+1} (none at the head), and walks the same row back:
+
+    ds   = LN_in'(du)                        (the identity under --no-ln-in)
+    dxh  = dL/dx_{b+1} + ds                  xh reaches the next x directly, and u through the sum
+    dy_b = dL/dy_{b+1} + LN_y'(ds)           y collects the identity path and the LN_y branch
+    dx_b = LN_x'(dxh)
+    b > 0:  dz_{b-1} = dx_b / c + dy_b       z went into both streams, into x damped by 1/c
+    b = 0:  dL/dh0   = dx_0 + dy_0           both streams start as h0
+
+Ablations (header[9] of the checkpoint): ABLATE_NO_DEPTH_SCALE sets c = 1 (the caller passes inv_c = 1);
+ABLATE_NO_LN_IN makes u = xh + LN_y(y) (use_ln_in = 0: the LN_in parameters are unused and their gradients stay 0).
+The head always applies LN_f.
+
+Included by train_gpt2.cu; uses the row building blocks of cuda_common.cuh (layernorm_row and its backward).
+*/
+#pragma once
+#include "cuda_common.cuh"
+
+// Everything the forward kernel of one boundary needs, passed by value.
+struct SiameseBoundary {
+    // the sub-layer that ends here; all null at b = 0
+    const floatX* x_prev;     // x_{b-1} (N, C)
+    const float* mean_prev;   // its LN_x statistics (N)
+    const float* rstd_prev;
+    const floatX* wx_prev;    // the LN_x gain and shift of boundary b-1 (C)
+    const floatX* bx_prev;
+    const floatX* y_prev;     // y_{b-1} (N, C)
+    const floatX* z;          // z_{b-1} = F(u_{b-1}) (N, C)
+    float inv_c;              // 1/c_l of the block that sub-layer b-1 belongs to
+    // this boundary
+    floatX* x;                // x_b (N, C): written when b > 0; at b = 0 it is h0 and only read
+    floatX* y;                // y_b (N, C): written when b > 0; unused at b = 0 (y_0 = x_0)
+    floatX* u;                // out: u_b, or hf at the head (N, C)
+    float* mean[LN_SLOTS];    // out: statistics (N) of LN_x, LN_y, LN_in
+    float* rstd[LN_SLOTS];
+    const floatX* w[LN_SLOTS];  // gains and shifts (C) of LN_x, LN_y, LN_in (LN_xf, LN_yf, LN_f at the head)
+    const floatX* b[LN_SLOTS];
+    int use_ln_in;            // 0 under --no-ln-in: u = xh + LN_y(y)
+};
+
+// block per row (blockIdx.x); thread t owns channels t + k * blockDim.x (see the row building blocks)
+template <int VALS>
+__global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_boundary_forward_kernel(SiameseBoundary a, int C) {
+    int row = blockIdx.x;
+    size_t off = (size_t)row * C;
+    float x[VALS], y[VALS];
+    if (a.z) {  // end sub-layer b-1:  x = xh_{b-1} + z / c;  y = y_{b-1} + z
+        float xp[VALS], yp[VALS], z[VALS];
+        load_row(xp, a.x_prev + off, C);
+        load_row(yp, a.y_prev + off, C);
+        load_row(z, a.z + off, C);
+        float mean = a.mean_prev[row], rstd = a.rstd_prev[row];
+        for (int k = 0; k < VALS; k++) {
+            int i = threadIdx.x + k * blockDim.x;
+            float xh = i < C ? ln_apply(xp[k], mean, rstd, (float)a.wx_prev[i], (float)a.bx_prev[i]) : 0.0f;
+            x[k] = xh + a.inv_c * z[k];
+            y[k] = yp[k] + z[k];
+        }
+        store_row(a.x + off, x, C);
+        store_row(a.y + off, y, C);
+    } else {  // the first boundary: x = y = h0
+        load_row(x, a.x + off, C);
+        for (int k = 0; k < VALS; k++) y[k] = x[k];
+    }
+    // start sub-layer b:  u = LN_in(LN_x(x) + LN_y(y))
+    float xh[VALS], ly[VALS], sum[VALS];
+    layernorm_row(xh, x, a.w[LN_X], a.b[LN_X], C, a.mean[LN_X] + row, a.rstd[LN_X] + row);
+    layernorm_row(ly, y, a.w[LN_Y], a.b[LN_Y], C, a.mean[LN_Y] + row, a.rstd[LN_Y] + row);
+    for (int k = 0; k < VALS; k++) sum[k] = xh[k] + ly[k];
+    if (a.use_ln_in) {
+        float u[VALS];
+        layernorm_row(u, sum, a.w[LN_IN], a.b[LN_IN], C, a.mean[LN_IN] + row, a.rstd[LN_IN] + row);
+        store_row(a.u + off, u, C);
+    } else {
+        store_row(a.u + off, sum, C);
+    }
+}
+
+static void siamese_boundary_forward(const SiameseBoundary& a, int N, int C) {
+    with_row_vals(C, [&](auto vals) {
+        siamese_boundary_forward_kernel<decltype(vals)::value><<<N, row_threads(C)>>>(a, C);
+        launchCheck();
+    });
+}
+
+// Everything the backward kernel of one boundary needs.
+struct SiameseBoundaryGrad {
+    const floatX* x;          // x_b (N, C) (h0 at b = 0)
+    const floatX* y;          // y_b (N, C) (h0 at b = 0)
+    const float* mean[LN_SLOTS];
+    const float* rstd[LN_SLOTS];
+    const floatX* w[LN_SLOTS];
+    const floatX* b[LN_SLOTS];
+    int use_ln_in;
+    const floatX* du;         // dL/du_b (dL/dhf at the head)
+    const floatX* dx_next;    // dL/dx_{b+1}; null at the head
+    const floatX* dy_next;    // dL/dy_{b+1}; null at the head
+    floatX* dx;               // out: dL/dx_b, or dL/dh0 at b = 0 (may be dx_next itself: each thread reads its
+    floatX* dy;               //      element before it writes it); out: dL/dy_b (b > 0; may be dy_next)
+    floatX* dz;               // out: dL/dz_{b-1} (b > 0); null at b = 0
+    float inv_c;              // 1/c_l of the block of sub-layer b-1
+};
+
+// Block per row, striding over the rows by gridDim.x; thread t owns channels t + k * blockDim.x in every row and
+// sums the six LayerNorm parameter gradients (gain and shift of LN_x, LN_y, LN_in) of its channels in registers;
+// they leave as gpu.partials[block][6][C], added up by reduce_partials.
+template <int VALS>
+__global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_boundary_backward_kernel(SiameseBoundaryGrad a, int N,
+                                                                                    int C, float* partials) {
+    float dw[LN_SLOTS][VALS], db[LN_SLOTS][VALS];
+    for (int j = 0; j < LN_SLOTS; j++)
+        for (int k = 0; k < VALS; k++) dw[j][k] = db[j][k] = 0.0f;
+    for (int row = blockIdx.x; row < N; row += gridDim.x) {
+        size_t off = (size_t)row * C;
+        float x[VALS], y[VALS], du[VALS], sum[VALS];
+        load_row(x, a.x + off, C);
+        load_row(y, a.y + off, C);
+        load_row(du, a.du + off, C);
+        // recompute the forward's sum = LN_x(x) + LN_y(y) from the saved statistics
+        float mx = a.mean[LN_X][row], rx = a.rstd[LN_X][row], my = a.mean[LN_Y][row], ry = a.rstd[LN_Y][row];
+        for (int k = 0; k < VALS; k++) {
+            int i = threadIdx.x + k * blockDim.x;
+            sum[k] = i < C ? ln_apply(x[k], mx, rx, (float)a.w[LN_X][i], (float)a.b[LN_X][i]) +
+                                 ln_apply(y[k], my, ry, (float)a.w[LN_Y][i], (float)a.b[LN_Y][i])
+                           : 0.0f;
+        }
+        // ds = LN_in'(du)
+        float ds[VALS];
+        if (a.use_ln_in) {
+            for (int k = 0; k < VALS; k++) ds[k] = 0.0f;
+            layernorm_row_backward(ds, dw[LN_IN], db[LN_IN], du, sum, a.w[LN_IN], a.mean[LN_IN][row],
+                                   a.rstd[LN_IN][row], C);
+        } else {
+            for (int k = 0; k < VALS; k++) ds[k] = du[k];
+        }
+        // dxh = dL/dx_{b+1} + ds;  dy = dL/dy_{b+1} + LN_y'(ds);  dx = LN_x'(dxh)
+        float dxh[VALS], dy[VALS], dx[VALS];
+        if (a.dx_next) load_row(dxh, a.dx_next + off, C);
+        else for (int k = 0; k < VALS; k++) dxh[k] = 0.0f;
+        if (a.dy_next) load_row(dy, a.dy_next + off, C);
+        else for (int k = 0; k < VALS; k++) dy[k] = 0.0f;
+        for (int k = 0; k < VALS; k++) {
+            dxh[k] += ds[k];
+            dx[k] = 0.0f;
+        }
+        layernorm_row_backward(dy, dw[LN_Y], db[LN_Y], ds, y, a.w[LN_Y], my, ry, C);
+        layernorm_row_backward(dx, dw[LN_X], db[LN_X], dxh, x, a.w[LN_X], mx, rx, C);
+        if (a.dz) {  // into sub-layer b-1: dz = dx / c + dy; the streams' gradients travel on
+            float dz[VALS];
+            for (int k = 0; k < VALS; k++) dz[k] = a.inv_c * dx[k] + dy[k];
+            store_row(a.dz + off, dz, C);
+            store_row(a.dx + off, dx, C);
+            store_row(a.dy + off, dy, C);
+        } else {  // b = 0: both streams were h0
+            for (int k = 0; k < VALS; k++) dx[k] += dy[k];
+            store_row(a.dx + off, dx, C);
+        }
+    }
+    for (int j = 0; j < LN_SLOTS; j++) {
+        store_partials(partials, 2 * LN_SLOTS, 2 * j, dw[j], C);
+        store_partials(partials, 2 * LN_SLOTS, 2 * j + 1, db[j], C);
+    }
+}
+
+// dparams: gradients of the gain and shift of LN_x, LN_y, LN_in in that order (accumulated, +=)
+static void siamese_boundary_backward(const SiameseBoundaryGrad& a, const GradTargets& dparams, int N, int C) {
+    with_row_vals(C, [&](auto vals) {
+        auto kernel = siamese_boundary_backward_kernel<decltype(vals)::value>;
+        int threads = row_threads(C), grid = row_grid(kernel, threads, N);
+        if ((size_t)grid * 2 * LN_SLOTS * C > gpu.partials_floats) fail("internal: reduction scratch too small");
+        kernel<<<grid, threads>>>(a, N, C, gpu.partials);
+        launchCheck();
+        reduce_partials(dparams, 2 * LN_SLOTS, C, grid);
+    });
+}
