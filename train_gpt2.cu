@@ -1,0 +1,1198 @@
+/*
+train_gpt2.cu: the CUDA trainer for GPT-2 in three residual/normalization layouts, float32, one GPU.
+
+    pre      (GPT-2)                   x += Attn(LN1(x)); x += MLP(LN2(x));          logits from LN_f(x)
+    post     (GPT-1, the Transformer)  x = LN1(x + Attn(x)); x = LN2(x + MLP(x));    logits from x
+    siamese  (SiameseNorm, arXiv 2602.08064): two streams x, y sharing every weight; see siamese.cuh
+
+It computes exactly the function of the CPU reference (reference_cpu.cpp), reads and writes the same files and
+takes the same flags (gpt2_common.h); tests/test_gpu.cu holds the two against each other, gradient by gradient.
+
+The shape of the file follows llm.c's train_gpt2_fp32.cu: kernels with their launchers, each pair forward next to
+backward, then the model (parameters, activations, forward, backward, update), then the training loop. Matrix
+products go to cuBLAS (float32; TF32 tensor cores only with -f 1); everything else is a short kernel of our own
+with a comment saying which thread owns which element.
+
+How the layouts differ. Between two sub-layers (and after the embedding, and at the head) each layout does its
+normalization and residual work in ONE fused kernel per row, a "boundary": boundary b ends sub-layer b-1 (takes its
+output z) and starts sub-layer b (hands on its input u); boundary 0 follows the embedding and boundary 2L is the
+head. The three layouts share one attention and one MLP and differ only in boundary_forward_<layout> and
+boundary_backward_<layout>, one small function per layout and direction, further down.
+
+Backward functions accumulate (+=) into the parameter gradients, zeroed once per step; activation gradients flow
+through a few (B,T,C) buffers that the backward pass reuses from layer to layer. Reductions are deterministic (no
+atomics): the same run on the same GPU repeats bit for bit.
+
+Define TRAIN_GPT2_NO_MAIN before including this file to use it as a library (tests/test_gpu.cu does).
+*/
+#include "gpt2_common.h"
+#include "cuda_common.cuh"
+#include "siamese.cuh"
+
+// ----------------------------------------------------------------------------------------------------------------
+// encoder: h0[n, :] = wte[tok[n], :] + wpe[n % T, :]   (n = b * T + t)
+
+// thread per element (n, c) of h0
+__global__ void encoder_forward_kernel(floatX* h0, const int* tokens, const floatX* wte, const floatX* wpe, int N,
+                                       int T, int C) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)N * C) return;
+    int n = (int)(idx / C), c = (int)(idx % C);
+    h0[idx] = (floatX)((float)wte[(size_t)tokens[n] * C + c] + (float)wpe[(size_t)(n % T) * C + c]);
+}
+
+static void encoder_forward(floatX* h0, const int* tokens, const floatX* wte, const floatX* wpe, int N, int T, int C) {
+    encoder_forward_kernel<<<ceil_div((long long)N * C, 256), 256>>>(h0, tokens, wte, wpe, N, T, C);
+    launchCheck();
+}
+
+// The wte gradient without atomics: the host groups the positions of the batch by token (a stable counting sort),
+// and one thread per (token, channel) adds up that token's rows in position order. Packed into one int array:
+// ids (U distinct tokens), starts (U + 1), rows (N): the positions of token ids[u] are rows[starts[u] .. starts[u+1]).
+static int build_token_index(const std::vector<int>& tokens, int V, std::vector<int>* packed) {
+    int N = (int)tokens.size();
+    std::vector<int> count(V, 0), next(V, 0), ids, starts;
+    for (int tok : tokens) count[tok]++;
+    for (int v = 0, pos = 0; v < V; v++) {
+        if (!count[v]) continue;
+        ids.push_back(v);
+        starts.push_back(pos);
+        next[v] = pos;
+        pos += count[v];
+    }
+    starts.push_back(N);
+    std::vector<int> rows(N);
+    for (int n = 0; n < N; n++) rows[next[tokens[n]]++] = n;
+    packed->assign(ids.begin(), ids.end());
+    packed->insert(packed->end(), starts.begin(), starts.end());
+    packed->insert(packed->end(), rows.begin(), rows.end());
+    return (int)ids.size();
+}
+
+// block (u, chunk of 256 channels): thread owns channel c of the u-th distinct token
+__global__ void wte_backward_kernel(floatX* dwte, const floatX* dh0, const int* index, int U, int C) {
+    const int *ids = index, *starts = index + U, *rows = index + 2 * U + 1;
+    int u = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float s = 0.0f;
+    for (int j = starts[u]; j < starts[u + 1]; j++) s += (float)dh0[(size_t)rows[j] * C + c];
+    dwte[(size_t)ids[u] * C + c] += (floatX)s;
+}
+
+// block (t, chunk of 256 channels): thread owns channel c of position t and adds up the B rows at t
+__global__ void wpe_backward_kernel(floatX* dwpe, const floatX* dh0, int B, int T, int C) {
+    int t = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float s = 0.0f;
+    for (int b = 0; b < B; b++) s += (float)dh0[((size_t)b * T + t) * C + c];
+    dwpe[(size_t)t * C + c] += (floatX)s;
+}
+
+// index: the device copy of build_token_index's array, U distinct tokens
+static void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dh0, const int* index, int U, int B, int T,
+                             int C) {
+    wte_backward_kernel<<<dim3(U, ceil_div(C, 256)), 256>>>(dwte, dh0, index, U, C);
+    launchCheck();
+    wpe_backward_kernel<<<dim3(T, ceil_div(C, 256)), 256>>>(dwpe, dh0, B, T, C);
+    launchCheck();
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// residual + LayerNorm, the boundary of Pre-Norm and Post-Norm: res = a + add;  ln = LN(res) (eps 1e-5).
+// Pre:  x_b = x_{b-1} + z;  u_b = LN(x_b).       Post:  sum = x_{b-1} + z;  x_b = LN(sum).
+// Caches mean and rstd per row; the backward re-reads res (x_b for pre, sum for post).
+
+// block per row (blockIdx.x); thread t owns channels t + k * blockDim.x. add and res may be null (no residual
+// add, res not stored).
+template <int VALS>
+__global__ void __launch_bounds__(MAX_ROW_THREADS)
+    residual_layernorm_forward_kernel(floatX* res, floatX* ln, float* mean, float* rstd, const floatX* a,
+                                      const floatX* add, const floatX* w, const floatX* b, int C) {
+    size_t off = (size_t)blockIdx.x * C;
+    float r[VALS], out[VALS];
+    load_row(r, a + off, C);
+    if (add) {
+        float z[VALS];
+        load_row(z, add + off, C);
+        for (int k = 0; k < VALS; k++) r[k] += z[k];
+    }
+    if (res) store_row(res + off, r, C);
+    layernorm_row(out, r, w, b, C, mean + blockIdx.x, rstd + blockIdx.x);
+    store_row(ln + off, out, C);
+}
+
+static void residual_layernorm_forward(floatX* res, floatX* ln, float* mean, float* rstd, const floatX* a,
+                                       const floatX* add, const floatX* w, const floatX* b, int N, int C) {
+    with_row_vals(C, [&](auto vals) {
+        residual_layernorm_forward_kernel<decltype(vals)::value><<<N, row_threads(C)>>>(res, ln, mean, rstd, a, add,
+                                                                                        w, b, C);
+        launchCheck();
+    });
+}
+
+// dinp = LN'(dout) (accumulate = 0) or dinp += LN'(dout) (accumulate = 1); dinp may be dout itself (each thread
+// reads its elements before it writes them). Block per row, striding over rows by gridDim.x; the gain and shift
+// gradients of the thread's channels collect in registers and leave as gpu.partials[block][2][C].
+template <int VALS>
+__global__ void __launch_bounds__(MAX_ROW_THREADS)
+    layernorm_backward_kernel(floatX* dinp, const floatX* dout, const floatX* inp, const floatX* w,
+                              const float* mean, const float* rstd, int N, int C, int accumulate, float* partials) {
+    float dw[VALS], db[VALS];
+    for (int k = 0; k < VALS; k++) dw[k] = db[k] = 0.0f;
+    for (int row = blockIdx.x; row < N; row += gridDim.x) {
+        size_t off = (size_t)row * C;
+        float d[VALS], x[VALS], dx[VALS];
+        load_row(d, dout + off, C);
+        load_row(x, inp + off, C);
+        if (accumulate) load_row(dx, dinp + off, C);
+        else for (int k = 0; k < VALS; k++) dx[k] = 0.0f;
+        layernorm_row_backward(dx, dw, db, d, x, w, mean[row], rstd[row], C);
+        store_row(dinp + off, dx, C);
+    }
+    store_partials(partials, 2, 0, dw, C);
+    store_partials(partials, 2, 1, db, C);
+}
+
+static void layernorm_backward(floatX* dinp, floatX* dw, floatX* db, const floatX* dout, const floatX* inp,
+                               const floatX* w, const float* mean, const float* rstd, int N, int C, int accumulate) {
+    with_row_vals(C, [&](auto vals) {
+        auto kernel = layernorm_backward_kernel<decltype(vals)::value>;
+        int threads = row_threads(C), grid = row_grid(kernel, threads, N);
+        if ((size_t)grid * 2 * C > gpu.partials_floats) fail("internal: reduction scratch too small");
+        kernel<<<grid, threads>>>(dinp, dout, inp, w, mean, rstd, N, C, accumulate, gpu.partials);
+        launchCheck();
+        GradTargets t = {{dw, db, nullptr, nullptr, nullptr, nullptr}};
+        reduce_partials(t, 2, C, grid);
+    });
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// matmul: out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC), weight stored as PyTorch's nn.Linear.
+// cuBLAS is column-major: a row-major (R, K) matrix is a column-major (K, R) one, so out^T (OC, N) = W (C, OC)^T
+// @ inp^T (C, N) is gemm(T, N, m = OC, n = N, k = C, W, lda = C, inp, ldb = C, out, ldc = OC).
+
+// column-major C (m, n) = alpha * op(A) @ op(B) + beta * C, float32 storage, float32 or TF32 compute
+static void gemm(cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k, float alpha, const floatX* A,
+                 int lda, const floatX* B, int ldb, float beta, floatX* Cm, int ldc) {
+    cublasCheck(cublasGemmEx(gpu.cublas, opa, opb, m, n, k, &alpha, A, CUBLAS_FLOATX, lda, B, CUBLAS_FLOATX, ldb,
+                             &beta, Cm, CUBLAS_FLOATX, ldc, gpu.compute, CUBLAS_GEMM_DEFAULT));
+}
+
+// the same for `batch` independent products, matrix i at A + i * sa, B + i * sb, C + i * sc
+static void gemm_batched(cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k, float alpha,
+                         const floatX* A, int lda, long long sa, const floatX* B, int ldb, long long sb, float beta,
+                         floatX* Cm, int ldc, long long sc, int batch) {
+    cublasCheck(cublasGemmStridedBatchedEx(gpu.cublas, opa, opb, m, n, k, &alpha, A, CUBLAS_FLOATX, lda, sa, B,
+                                           CUBLAS_FLOATX, ldb, sb, &beta, Cm, CUBLAS_FLOATX, ldc, sc, batch,
+                                           gpu.compute, CUBLAS_GEMM_DEFAULT));
+}
+
+// thread per element of out (N, OC)
+__global__ void add_bias_kernel(floatX* out, const floatX* bias, size_t n, int OC) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx < n) out[idx] = (floatX)((float)out[idx] + (float)bias[idx % OC]);
+}
+
+// bias may be null. (The qkv and fc products pass null and their consumers, the attention permute and the GELU,
+// add the bias on their way through; the projections use add_bias.)
+static void matmul_forward(floatX* out, const floatX* inp, const floatX* weight, const floatX* bias, int N, int C,
+                           int OC) {
+    gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, 1.0f, weight, C, inp, C, 0.0f, out, OC);
+    if (bias) {
+        add_bias_kernel<<<ceil_div((long long)N * OC, 256), 256>>>(out, bias, (size_t)N * OC, OC);
+        launchCheck();
+    }
+}
+
+// Bias gradient, first stage: partials[chunk][c] = sum of dout[r][c] over the rows r of the chunk.
+// Block (32 columns, chunk): threadIdx.x owns column c, the 32 threadIdx.y stride over the chunk's rows (a warp
+// reads 32 consecutive columns of one row), then thread y = 0 adds the 32 sums in order.
+__global__ void column_sum_partials_kernel(float* partials, const floatX* dout, int N, int OC, int rows_per_chunk) {
+    __shared__ float sums[32][33];
+    int c = blockIdx.x * 32 + threadIdx.x;
+    int r0 = blockIdx.y * rows_per_chunk, r1 = min(N, r0 + rows_per_chunk);
+    float s = 0.0f;
+    if (c < OC)
+        for (int r = r0 + threadIdx.y; r < r1; r += 32) s += (float)dout[(size_t)r * OC + c];
+    sums[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < OC) {
+        float t = 0.0f;
+        for (int j = 0; j < 32; j++) t += sums[j][threadIdx.x];
+        partials[(size_t)blockIdx.y * OC + c] = t;
+    }
+}
+
+static const int BIAS_MAX_CHUNKS = 32;
+
+// dbias (OC) += sum over the N rows of dout (N, OC)
+static void bias_backward(floatX* dbias, const floatX* dout, int N, int OC) {
+    int chunks = std::max(1, std::min(ceil_div(N, 256), BIAS_MAX_CHUNKS));
+    int rows = ceil_div(N, chunks);
+    if ((size_t)chunks * OC > gpu.partials_floats) fail("internal: reduction scratch too small");
+    column_sum_partials_kernel<<<dim3(ceil_div(OC, 32), chunks), dim3(32, 32)>>>(gpu.partials, dout, N, OC, rows);
+    launchCheck();
+    GradTargets t = {{dbias, nullptr, nullptr, nullptr, nullptr, nullptr}};
+    reduce_partials(t, 1, OC, chunks);
+}
+
+// dinp = dout @ weight (dinp_beta 0) or dinp += dout @ weight (dinp_beta 1);  dweight += dout^T @ inp;
+// dbias += column sums of dout. Column-major: dinp^T (C, N) = W^T (C, OC) @ dout^T (OC, N), and W, dout as stored
+// already are W^T and dout^T: gemm(N, N, C, N, OC). dweight^T (C, OC) += inp^T (C, N) @ dout (N, OC): inp as stored
+// is inp^T, dout needs a transpose: gemm(N, T, C, OC, N).
+static void matmul_backward(floatX* dinp, floatX* dweight, floatX* dbias, const floatX* dout, const floatX* inp,
+                            const floatX* weight, int N, int C, int OC, float dinp_beta) {
+    gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, 1.0f, weight, C, dout, OC, dinp_beta, dinp, C);
+    gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dweight, C);
+    if (dbias) bias_backward(dbias, dout, N, OC);
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// attention: qkv (B, T, 3C) holds q, k, v; NH heads of hs = C/NH channels. The T x T scores are materialized:
+// permute into (B, NH, T, hs) per head, att = causal softmax(q k^T / sqrt(hs)) by a batched product and a softmax
+// kernel, out = att @ v by a batched product, unpermute back to (B, T, C). att is kept for the backward pass.
+
+// thread per element (b, h, t, i) of q, in q's (B, NH, T, hs) order: gathers q, k, v from qkv (B, T, 3, NH, hs)
+// and adds the qkv bias (the product above left it out)
+__global__ void permute_qkv_kernel(floatX* q, floatX* k, floatX* v, const floatX* qkv, const floatX* bias, int B,
+                                   int T, int NH, int hs) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)B * NH * T * hs) return;
+    int i = (int)(idx % hs), t = (int)(idx / hs % T), h = (int)(idx / ((size_t)hs * T) % NH);
+    int b = (int)(idx / ((size_t)hs * T * NH)), C = NH * hs, c = h * hs + i;
+    size_t src = ((size_t)b * T + t) * 3 * C + c;
+    q[idx] = (floatX)((float)qkv[src] + (float)bias[c]);
+    k[idx] = (floatX)((float)qkv[src + C] + (float)bias[C + c]);
+    v[idx] = (floatX)((float)qkv[src + 2 * C] + (float)bias[2 * C + c]);
+}
+
+// thread per element (b, h, t, i) of the head outputs: dqkv (B, T, 3C) <- dq, dk, dv (B, NH, T, hs)
+__global__ void permute_qkv_backward_kernel(floatX* dqkv, const floatX* dq, const floatX* dk, const floatX* dv, int B,
+                                            int T, int NH, int hs) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)B * NH * T * hs) return;
+    int i = (int)(idx % hs), t = (int)(idx / hs % T), h = (int)(idx / ((size_t)hs * T) % NH);
+    int b = (int)(idx / ((size_t)hs * T * NH)), C = NH * hs;
+    size_t dst = ((size_t)b * T + t) * 3 * C + h * hs + i;
+    dqkv[dst] = dq[idx];
+    dqkv[dst + C] = dk[idx];
+    dqkv[dst + 2 * C] = dv[idx];
+}
+
+// thread per element (b, h, t, i) of inp (B, NH, T, hs): out (B, T, NH, hs) = (B, T, C)
+__global__ void unpermute_kernel(floatX* out, const floatX* inp, int B, int T, int NH, int hs) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)B * NH * T * hs) return;
+    int i = (int)(idx % hs), t = (int)(idx / hs % T), h = (int)(idx / ((size_t)hs * T) % NH);
+    int b = (int)(idx / ((size_t)hs * T * NH));
+    out[(((size_t)b * T + t) * NH + h) * hs + i] = inp[idx];
+}
+
+// thread per element (b, h, t, i) of dinp (B, NH, T, hs) <- dout (B, T, C)
+__global__ void unpermute_backward_kernel(floatX* dinp, const floatX* dout, int B, int T, int NH, int hs) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)B * NH * T * hs) return;
+    int i = (int)(idx % hs), t = (int)(idx / hs % T), h = (int)(idx / ((size_t)hs * T) % NH);
+    int b = (int)(idx / ((size_t)hs * T * NH));
+    dinp[idx] = dout[(((size_t)b * T + t) * NH + h) * hs + i];
+}
+
+// Causal softmax in place over the rows of att (B, NH, T, T): row r is query t = r % T, which sees keys 0..t;
+// the masked keys t+1..T-1 get exactly 0 (the product att @ v runs over the whole row). Warp per row.
+__global__ void softmax_causal_forward_kernel(floatX* att, int rows, int T) {
+    int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (r >= rows) return;  // the whole warp leaves together
+    int t = r % T;
+    floatX* p = att + (size_t)r * T;
+    float maxv = -INFINITY;
+    for (int j = lane; j <= t; j += 32) maxv = fmaxf(maxv, (float)p[j]);
+    maxv = warp_max(maxv);
+    float sum = 0.0f;
+    for (int j = lane; j <= t; j += 32) sum += expf((float)p[j] - maxv);
+    sum = warp_sum(sum);
+    for (int j = lane; j < T; j += 32) p[j] = (floatX)(j <= t ? expf((float)p[j] - maxv) / sum : 0.0f);
+}
+
+// dpreatt = att * (datt - sum_j att_j datt_j) over keys 0..t, 0 beyond; in place over datt. Warp per row.
+__global__ void softmax_causal_backward_kernel(floatX* datt, const floatX* att, int rows, int T) {
+    int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (r >= rows) return;
+    int t = r % T;
+    floatX* d = datt + (size_t)r * T;
+    const floatX* a = att + (size_t)r * T;
+    float dot = 0.0f;
+    for (int j = lane; j <= t; j += 32) dot += (float)a[j] * (float)d[j];
+    dot = warp_sum(dot);
+    for (int j = lane; j < T; j += 32) d[j] = (floatX)(j <= t ? (float)a[j] * ((float)d[j] - dot) : 0.0f);
+}
+
+static const int ELEMENTWISE_THREADS = 256;
+static int elementwise_grid(size_t n) { return ceil_div((long long)n, ELEMENTWISE_THREADS); }
+
+// out (B, T, C) = attention(qkv + bias); q, k, v (each B, NH, T, hs) and att (B, NH, T, T) are kept;
+// vaccum (B, NH, T, hs) is scratch
+static void attention_forward(floatX* out, floatX* q, floatX* k, floatX* v, floatX* att, floatX* vaccum,
+                              const floatX* qkv, const floatX* bias, int B, int T, int C, int NH) {
+    int hs = C / NH;
+    size_t n = (size_t)B * T * C;
+    float scale = 1.0f / sqrtf((float)hs);
+    permute_qkv_kernel<<<elementwise_grid(n), ELEMENTWISE_THREADS>>>(q, k, v, qkv, bias, B, T, NH, hs);
+    launchCheck();
+    // preatt[t][t2] = scale * q_t . k_t2: column-major (T keys, T queries) = k^T q per head
+    gemm_batched(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, scale, k, hs, (long long)T * hs, q, hs, (long long)T * hs, 0.0f,
+                 att, T, (long long)T * T, B * NH);
+    int rows = B * NH * T;
+    softmax_causal_forward_kernel<<<ceil_div(rows, 8), 256>>>(att, rows, T);
+    launchCheck();
+    // vaccum[t][i] = sum_t2 att[t][t2] v[t2][i]: column-major (hs, T) = v (hs, T) @ att^T-as-stored (T, T)
+    gemm_batched(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, v, hs, (long long)T * hs, att, T, (long long)T * T, 0.0f,
+                 vaccum, hs, (long long)T * hs, B * NH);
+    unpermute_kernel<<<elementwise_grid(n), ELEMENTWISE_THREADS>>>(out, vaccum, B, T, NH, hs);
+    launchCheck();
+}
+
+// From dout (B, T, C) to dqkv (B, T, 3C) (overwritten). Scratch: dvaccum (B, NH, T, hs), datt (B, NH, T, T),
+// dq, dk, dv (each B, NH, T, hs).
+static void attention_backward(floatX* dqkv, floatX* dq, floatX* dk, floatX* dv, floatX* datt, floatX* dvaccum,
+                               const floatX* dout, const floatX* q, const floatX* k, const floatX* v,
+                               const floatX* att, int B, int T, int C, int NH) {
+    int hs = C / NH;
+    size_t n = (size_t)B * T * C;
+    long long sh = (long long)T * hs, st = (long long)T * T;
+    float scale = 1.0f / sqrtf((float)hs);
+    unpermute_backward_kernel<<<elementwise_grid(n), ELEMENTWISE_THREADS>>>(dvaccum, dout, B, T, NH, hs);
+    launchCheck();
+    // through vaccum = att @ v:  datt[t][t2] = dvaccum_t . v_t2;  dv[t2] = sum_t att[t][t2] dvaccum_t
+    gemm_batched(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f, v, hs, sh, dvaccum, hs, sh, 0.0f, datt, T, st, B * NH);
+    gemm_batched(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, dvaccum, hs, sh, att, T, st, 0.0f, dv, hs, sh, B * NH);
+    // through the softmax (datt becomes dpreatt)
+    int rows = B * NH * T;
+    softmax_causal_backward_kernel<<<ceil_div(rows, 8), 256>>>(datt, att, rows, T);
+    launchCheck();
+    // through preatt = scale * q k^T:  dq[t] = scale * sum_t2 dpre[t][t2] k_t2;  dk[t2] = scale * sum_t dpre[t][t2] q_t
+    gemm_batched(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, scale, k, hs, sh, datt, T, st, 0.0f, dq, hs, sh, B * NH);
+    gemm_batched(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, scale, q, hs, sh, datt, T, st, 0.0f, dk, hs, sh, B * NH);
+    permute_qkv_backward_kernel<<<elementwise_grid(n), ELEMENTWISE_THREADS>>>(dqkv, dq, dk, dv, B, T, NH, hs);
+    launchCheck();
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// GELU, tanh approximation: gelu(x) = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
+
+#define GELU_K ((float)0.79788456080286535588)  // sqrt(2/pi), rounded to float as in the CPU reference
+
+// thread per element: fch += bias (kept: the backward reads it), fch_gelu = gelu(fch)
+__global__ void bias_gelu_forward_kernel(floatX* fch_gelu, floatX* fch, const floatX* bias, size_t n, int OC) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= n) return;
+    float x = (float)fch[idx] + (float)bias[idx % OC];
+    fch[idx] = (floatX)x;
+    fch_gelu[idx] = (floatX)(0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x))));
+}
+
+// thread per element: dinp = gelu'(inp) * dout; dinp may be dout itself
+__global__ void gelu_backward_kernel(floatX* dinp, const floatX* inp, const floatX* dout, size_t n) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= n) return;
+    float x = (float)inp[idx];
+    float th = tanhf(GELU_K * (x + 0.044715f * x * x * x));
+    float sech2 = 1.0f - th * th;
+    float du = GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+    dinp[idx] = (floatX)((0.5f * (1.0f + th) + 0.5f * x * sech2 * du) * (float)dout[idx]);
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// classifier: softmax over the real vocabulary V (the padded logits V..Vp-1 get probability 0), cross-entropy
+// loss = -log p[target], and with dloss != 0 the gradient dlogits = (p - onehot(target)) * dloss written over the
+// logits in place (0 for the padded ones), like llm.c's fused classifier. With dloss = 0 the logits stay.
+
+// block per row (b, t); threads stride over the vocabulary
+__global__ void classifier_kernel(floatX* logits, float* losses, const int* targets, int V, int Vp, float dloss) {
+    floatX* l = logits + (size_t)blockIdx.x * Vp;
+    // each thread's running max and sum of exp(l - max) over its logits, then the block's
+    float maxv = -INFINITY, sum = 0.0f;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) {
+        float v = (float)l[i];
+        if (v > maxv) {
+            sum = sum * expf(maxv - v) + 1.0f;
+            maxv = v;
+        } else {
+            sum += expf(v - maxv);
+        }
+    }
+    float block_maxv = block_max(maxv);
+    float s[1] = {maxv == -INFINITY ? 0.0f : sum * expf(maxv - block_maxv)};
+    block_sum(s);
+    float total = s[0];
+    int target = targets[blockIdx.x];
+    if (dloss == 0.0f) {
+        if (threadIdx.x == 0) losses[blockIdx.x] = -logf(expf((float)l[target] - block_maxv) / total);
+        return;
+    }
+    for (int i = threadIdx.x; i < Vp; i += blockDim.x) {  // each logit is read, then overwritten, by its owner
+        float d = 0.0f;
+        if (i < V) {
+            float p = expf((float)l[i] - block_maxv) / total;
+            if (i == target) losses[blockIdx.x] = -logf(p);
+            d = (p - (i == target ? 1.0f : 0.0f)) * dloss;
+        }
+        l[i] = (floatX)d;
+    }
+}
+
+static void classifier(floatX* logits, float* losses, const int* targets, int N, int V, int Vp, float dloss) {
+    int threads = std::min(1024, ceil_div(V, 32) * 32);
+    classifier_kernel<<<N, threads>>>(logits, losses, targets, V, Vp, dloss);
+    launchCheck();
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// optimizer: the global gradient norm (for clipping) and AdamW
+
+static const int NORM_BLOCKS = 512, NORM_THREADS = 512;
+
+// partial[block] = sum of g^2 over the block's grid-stride elements, in double
+__global__ void sum_squares_kernel(double* partial, const floatX* g, size_t n) {
+    double s = 0.0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        double v = (double)g[i];
+        s += v * v;
+    }
+    s = block_sum_double(s);
+    if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+
+// thread per parameter. AdamW with bias correction (bc1 = 1 - beta1^t, bc2 = 1 - beta2^t); the gradient is first
+// multiplied by grad_scale (clipping); decoupled weight decay (0 for tensors without decay)
+__global__ void adamw_kernel(floatX* params, const floatX* grads, float* m, float* v, size_t n, float lr,
+                             float beta1, float beta2, float bc1, float bc2, float eps, float weight_decay,
+                             float grad_scale) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float grad = (float)grads[i] * grad_scale;
+    float mi = beta1 * m[i] + (1.0f - beta1) * grad;
+    float vi = beta2 * v[i] + (1.0f - beta2) * grad * grad;
+    m[i] = mi;
+    v[i] = vi;
+    float mhat = mi / bc1, vhat = vi / bc2;
+    float p = (float)params[i];
+    params[i] = (floatX)(p - lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * p));
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// the model: parameters (one buffer, checkpoint order, as in gpt2_common.h) and activations (one buffer)
+
+typedef ParameterTensorsT<floatX> ParameterTensors;
+
+typedef struct {
+    floatX* x;         // (2L+1, B,T,C) the X stream at each boundary b: x[0] = h0, x[2L] leaves the last block.
+                       //   Pre/post: the only stream.
+    floatX* y;         // (2L, B,T,C) siamese: the Y stream y_b for b = 1..2L (y_0 = h0 is x[0])
+    floatX* u;         // (2L, B,T,C) the input of sub-layer s: pre LN(x_s), siamese LN_in(xh + LN_y(y)); post: x_s
+    floatX* sum;       // (2L, B,T,C) post: x_s + z_s, the input of the LayerNorm after sub-layer s
+    float* ln_mean;    // (2L+1, 3, B,T) LayerNorm statistics of boundary b by slot (LN_X, LN_Y, LN_IN)
+    float* ln_rstd;    // (2L+1, 3, B,T)
+    floatX* qkvr;      // (L, 3, B,NH,T,hs) q, k, v of each head, bias added
+    floatX* att;       // (L, B,NH,T,T) the causal softmax
+    floatX* atty;      // (L, B,T,C) attention output before its projection
+    floatX* fch;       // (L, B,T,4C) fc output, bias added
+    floatX* fch_gelu;  // (L, B,T,4C)
+    floatX* hf;        // (B,T,C) pre/siamese: the head output (post: x[2L])
+    floatX* logits;    // (B,T,Vp), turned into dlogits in place by a training forward pass
+    float* losses;     // (B,T)
+    // scratch of the forward pass, reused by every layer
+    floatX* z;         // (B,T,C) the output of the current sub-layer
+    floatX* qkv;       // (B,T,3C) the qkv product before the permute
+    floatX* vaccum;    // (B,NH,T,hs) att @ v before the unpermute
+    // scratch of the backward pass
+    floatX* dx;        // (B,T,C) dL/dx of the stream at the current boundary; pre: also dL/dz, post: also dL/du
+    floatX* dy;        // (B,T,C) siamese: dL/dy
+    floatX* dz;        // (B,T,C) siamese: dL/dz
+    floatX* du;        // (B,T,C) pre/siamese: dL/du (and dL/dhf)
+    floatX* dfch;      // (B,T,4C) MLP: dL/dfch_gelu, then dL/dfch in place
+    floatX* datty;     // (B,T,C)
+    floatX* dvaccum;   // (B,NH,T,hs)
+    floatX* dqkvr;     // (3, B,NH,T,hs)
+    floatX* dqkv;      // (B,T,3C)
+    floatX* datt;      // (B,NH,T,T)
+} ActivationTensors;
+
+// points the tensors into memory (null: only count); returns the bytes needed. Each tensor starts 256-aligned.
+static size_t point_activations(const GPT2Config& c, int B, int T, ActivationTensors* a, char* memory) {
+    size_t C = c.channels, L = c.num_layers, NH = c.num_heads, Vp = c.padded_vocab_size, BT = (size_t)B * T;
+    size_t NC = BT * C, att = (size_t)B * NH * T * T;
+    int post = c.norm == NORM_POST, siamese = c.norm == NORM_SIAMESE;
+    struct { floatX** ptr; size_t count; } xs[] = {
+        {&a->x, (2 * L + 1) * NC},        {&a->y, siamese ? 2 * L * NC : 0},  {&a->u, post ? 0 : 2 * L * NC},
+        {&a->sum, post ? 2 * L * NC : 0}, {&a->qkvr, L * 3 * NC},             {&a->att, L * att},
+        {&a->atty, L * NC},               {&a->fch, L * 4 * NC},              {&a->fch_gelu, L * 4 * NC},
+        {&a->hf, post ? 0 : NC},          {&a->logits, BT * Vp},              {&a->z, NC},
+        {&a->qkv, 3 * NC},                {&a->vaccum, NC},                   {&a->dx, NC},
+        {&a->dy, siamese ? NC : 0},       {&a->dz, siamese ? NC : 0},         {&a->du, post ? 0 : NC},
+        {&a->dfch, 4 * NC},               {&a->datty, NC},                    {&a->dvaccum, NC},
+        {&a->dqkvr, 3 * NC},              {&a->dqkv, 3 * NC},                 {&a->datt, att},
+    };
+    struct { float** ptr; size_t count; } fs[] = {
+        {&a->ln_mean, (2 * L + 1) * LN_SLOTS * BT},
+        {&a->ln_rstd, (2 * L + 1) * LN_SLOTS * BT},
+        {&a->losses, BT},
+    };
+    size_t total = 0;
+    for (auto& e : xs) {
+        *e.ptr = memory && e.count ? (floatX*)(memory + total) : nullptr;
+        total += (e.count * sizeof(floatX) + 255) / 256 * 256;
+    }
+    for (auto& e : fs) {
+        *e.ptr = memory && e.count ? (float*)(memory + total) : nullptr;
+        total += (e.count * sizeof(float) + 255) / 256 * 256;
+    }
+    return total;
+}
+
+typedef struct {
+    GPT2Config config;
+    std::vector<TensorInfo> tensors;  // checkpoint order
+    ParameterTensors params, grads;
+    size_t num_parameters;
+    floatX *params_memory, *grads_memory;
+    float *m_memory, *v_memory;  // AdamW moments
+    double* norm_partials;       // (NORM_BLOCKS)
+    ActivationTensors acts;
+    size_t acts_bytes;
+    char* acts_memory;
+    int batch_size, seq_len;  // the shape the activations were allocated for
+    int B, T;                 // the shape of the last forward pass
+    int *inputs, *targets;    // (B, T) on the device
+    int* token_index;         // (3 B T + 1) on the device, see build_token_index
+    std::vector<int> host_inputs, host_index;
+    std::vector<float> host_losses;
+    float mean_loss;  // of the last forward pass with targets; -1 without
+    int has_dlogits;  // the last forward pass left dlogits for gpt2_backward
+} GPT2;
+
+// parameters, gradients and AdamW moments for model->config, zeroed
+static void gpt2_allocate_parameters(GPT2* model) {
+    const GPT2Config& c = model->config;
+    model->tensors = parameter_table(c);
+    model->num_parameters = count_parameters(c);
+    size_t n = model->num_parameters;
+    model->params_memory = cuda_malloc<floatX>(n, "the parameters");
+    model->grads_memory = cuda_malloc<floatX>(n, "the gradients");
+    model->m_memory = cuda_malloc<float>(n, "the AdamW moments");
+    model->v_memory = cuda_malloc<float>(n, "the AdamW moments");
+    model->norm_partials = cuda_malloc<double>(NORM_BLOCKS, "the gradient norm");
+    cudaCheck(cudaMemset(model->grads_memory, 0, n * sizeof(floatX)));
+    cudaCheck(cudaMemset(model->m_memory, 0, n * sizeof(float)));
+    cudaCheck(cudaMemset(model->v_memory, 0, n * sizeof(float)));
+    point_parameters(c, &model->params, model->params_memory);
+    point_parameters(c, &model->grads, model->grads_memory);
+    model->acts_memory = nullptr;
+    model->acts_bytes = 0;
+    model->inputs = model->targets = model->token_index = nullptr;
+    model->batch_size = model->seq_len = 0;
+    model->mean_loss = -1;
+    model->has_dlogits = 0;
+    // the row kernels' and the bias reductions' partial sums (see cuda_common.cuh)
+    gpu_reserve_partials(std::max(row_partials_floats(c.channels, 2 * LN_SLOTS), (size_t)BIAS_MAX_CHUNKS * 4 * c.channels));
+}
+
+static void upload_parameters(GPT2* model, const std::vector<floatX>& host) {
+    cudaCheck(cudaMemcpy(model->params_memory, host.data(), model->num_parameters * sizeof(floatX),
+                         cudaMemcpyHostToDevice));
+}
+
+// a new model with GPT-2's initialization (init_parameters: the same numbers as the CPU trainer)
+static void gpt2_init_random(GPT2* model, const GPT2Config& config, uint64_t seed) {
+    validate_config(config);
+    model->config = config;
+    gpt2_allocate_parameters(model);
+    std::vector<floatX> host(model->num_parameters);
+    init_parameters(config, seed, host.data());
+    upload_parameters(model, host);
+}
+
+static void gpt2_build_from_checkpoint(GPT2* model, const char* path) {
+    FILE* f = checkpoint_open(path, &model->config);
+    gpt2_allocate_parameters(model);
+    std::vector<floatX> host(model->num_parameters);
+    checkpoint_read_parameters(f, path, host.data(), host.size());
+    upload_parameters(model, host);
+}
+
+template <typename T>
+static std::vector<T> download(const T* device, size_t n) {
+    std::vector<T> host(n);
+    cudaCheck(cudaMemcpy(host.data(), device, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return host;
+}
+
+static void gpt2_allocate_activations(GPT2* m, int B, int T) {
+    m->batch_size = B;
+    m->seq_len = T;
+    m->acts_bytes = point_activations(m->config, B, T, &m->acts, nullptr);
+    m->acts_memory = cuda_malloc<char>(m->acts_bytes, "the activations");
+    point_activations(m->config, B, T, &m->acts, m->acts_memory);
+    size_t N = (size_t)B * T;
+    m->inputs = cuda_malloc<int>(N, "the inputs");
+    m->targets = cuda_malloc<int>(N, "the targets");
+    m->token_index = cuda_malloc<int>(3 * N + 1, "the token index");
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Views of the activations at boundary b (0..2L) for the current batch shape, so the layout functions below read
+// like the math. NC is B*T*C of the current forward pass (any B, T up to the allocated ones).
+
+static size_t NCof(const GPT2* m) { return (size_t)m->B * m->T * m->config.channels; }
+static floatX* stream_x(GPT2* m, int b) { return m->acts.x + b * NCof(m); }
+static floatX* stream_y(GPT2* m, int b) { return b == 0 ? m->acts.x : m->acts.y + (b - 1) * NCof(m); }
+// what boundary b hands on: the input u_b of sub-layer b, or the head output hf at b = 2L
+static floatX* boundary_u(GPT2* m, int b) {
+    if (m->config.norm == NORM_POST) return stream_x(m, b);  // u = x, and hf = x[2L]
+    if (b == 2 * m->config.num_layers) return m->acts.hf;
+    return m->acts.u + b * NCof(m);
+}
+static float* ln_mean(GPT2* m, int b, int slot) { return m->acts.ln_mean + ((size_t)b * LN_SLOTS + slot) * m->B * m->T; }
+static float* ln_rstd(GPT2* m, int b, int slot) { return m->acts.ln_rstd + ((size_t)b * LN_SLOTS + slot) * m->B * m->T; }
+// the LayerNorm parameters (or their gradients) of boundary b, slot j: sub-layer b = 2l + k, or the head at 2L
+static floatX* ln_w(ParameterTensors* p, const GPT2Config& c, int b, int j) {
+    return b < 2 * c.num_layers ? p->lnw[b % 2][j] + (size_t)(b / 2) * c.channels : p->lnfw[j];
+}
+static floatX* ln_b(ParameterTensors* p, const GPT2Config& c, int b, int j) {
+    return b < 2 * c.num_layers ? p->lnb[b % 2][j] + (size_t)(b / 2) * c.channels : p->lnfb[j];
+}
+// where the backward pass keeps dL/dz and dL/du (pre: dz is dx; post: dz and du are dx)
+static floatX* grad_dz(GPT2* m) { return m->config.norm == NORM_SIAMESE ? m->acts.dz : m->acts.dx; }
+static floatX* grad_du(GPT2* m) { return m->config.norm == NORM_POST ? m->acts.dx : m->acts.du; }
+
+// ----------------------------------------------------------------------------------------------------------------
+// The boundaries: the ONLY place where the three layouts differ (see the top of the file). Boundary b ends
+// sub-layer b-1 (its output is acts.z) and starts sub-layer b; b = 0 follows the embedding, b = 2L is the head.
+
+// Pre-Norm:  x_b = x_{b-1} + z;  u_b = LN(x_b)        (b = 0: u_0 = LN(h0);  b = 2L: hf = LN_f(x_2L))
+static void boundary_forward_pre(GPT2* m, int b) {
+    const GPT2Config& c = m->config;
+    ParameterTensors* p = &m->params;
+    residual_layernorm_forward(b > 0 ? stream_x(m, b) : nullptr, boundary_u(m, b), ln_mean(m, b, LN_X),
+                               ln_rstd(m, b, LN_X), b > 0 ? stream_x(m, b - 1) : stream_x(m, 0),
+                               b > 0 ? m->acts.z : nullptr, ln_w(p, c, b, LN_X), ln_b(p, c, b, LN_X), m->B * m->T,
+                               c.channels);
+}
+
+// dL/dx_b += LN'(dL/du_b): dx already holds dL/dx_{b+1}, which reached x_b through the identity. The result is
+// also dL/dz_{b-1}, which is why pre keeps dz and dx in one buffer. At the head dx starts from LN_f' alone.
+static void boundary_backward_pre(GPT2* m, int b) {
+    const GPT2Config& c = m->config;
+    ParameterTensors *p = &m->params, *g = &m->grads;
+    layernorm_backward(m->acts.dx, ln_w(g, c, b, LN_X), ln_b(g, c, b, LN_X), m->acts.du, stream_x(m, b),
+                       ln_w(p, c, b, LN_X), ln_mean(m, b, LN_X), ln_rstd(m, b, LN_X), m->B * m->T, c.channels,
+                       b < 2 * c.num_layers);
+}
+
+// Post-Norm:  x_b = LN(x_{b-1} + z) with the LayerNorm of sub-layer b-1;  u_b = x_b   (nothing at b = 0)
+static void boundary_forward_post(GPT2* m, int b) {
+    if (b == 0) return;
+    const GPT2Config& c = m->config;
+    ParameterTensors* p = &m->params;
+    residual_layernorm_forward(m->acts.sum + (b - 1) * NCof(m), stream_x(m, b), ln_mean(m, b, LN_X),
+                               ln_rstd(m, b, LN_X), stream_x(m, b - 1), m->acts.z, ln_w(p, c, b - 1, LN_X),
+                               ln_b(p, c, b - 1, LN_X), m->B * m->T, c.channels);
+}
+
+// F's backward has already added dL/du_b into dx = dL/dx_b. Through x_b = LN(sum): dL/dsum = LN'(dx), which is
+// both dL/dz_{b-1} and (so far) dL/dx_{b-1}: one buffer, in place.
+static void boundary_backward_post(GPT2* m, int b) {
+    if (b == 0) return;
+    const GPT2Config& c = m->config;
+    ParameterTensors *p = &m->params, *g = &m->grads;
+    layernorm_backward(m->acts.dx, ln_w(g, c, b - 1, LN_X), ln_b(g, c, b - 1, LN_X), m->acts.dx,
+                       m->acts.sum + (b - 1) * NCof(m), ln_w(p, c, b - 1, LN_X), ln_mean(m, b, LN_X),
+                       ln_rstd(m, b, LN_X), m->B * m->T, c.channels, 0);
+}
+
+// SiameseNorm (siamese.cuh):  x_b = xh_{b-1} + z / c;  y_b = y_{b-1} + z;  u_b = LN_in(LN_x(x_b) + LN_y(y_b))
+static void boundary_forward_siamese(GPT2* m, int b) {
+    const GPT2Config& c = m->config;
+    ParameterTensors* p = &m->params;
+    SiameseBoundary a;
+    memset(&a, 0, sizeof(a));
+    if (b > 0) {
+        a.x_prev = stream_x(m, b - 1);
+        a.mean_prev = ln_mean(m, b - 1, LN_X);
+        a.rstd_prev = ln_rstd(m, b - 1, LN_X);
+        a.wx_prev = ln_w(p, c, b - 1, LN_X);
+        a.bx_prev = ln_b(p, c, b - 1, LN_X);
+        a.y_prev = stream_y(m, b - 1);
+        a.z = m->acts.z;
+        a.inv_c = (float)inv_depth_scale(c, (b - 1) / 2);
+        a.y = stream_y(m, b);
+    }
+    a.x = stream_x(m, b);
+    a.u = boundary_u(m, b);
+    for (int j = 0; j < LN_SLOTS; j++) {
+        a.mean[j] = ln_mean(m, b, j);
+        a.rstd[j] = ln_rstd(m, b, j);
+        a.w[j] = ln_w(p, c, b, j);
+        a.b[j] = ln_b(p, c, b, j);
+    }
+    a.use_ln_in = b == 2 * c.num_layers || !(c.ablations & ABLATE_NO_LN_IN);
+    siamese_boundary_forward(a, m->B * m->T, c.channels);
+}
+
+static void boundary_backward_siamese(GPT2* m, int b) {
+    const GPT2Config& c = m->config;
+    ParameterTensors *p = &m->params, *g = &m->grads;
+    int head = b == 2 * c.num_layers;
+    SiameseBoundaryGrad a;
+    memset(&a, 0, sizeof(a));
+    a.x = stream_x(m, b);
+    a.y = stream_y(m, b);
+    for (int j = 0; j < LN_SLOTS; j++) {
+        a.mean[j] = ln_mean(m, b, j);
+        a.rstd[j] = ln_rstd(m, b, j);
+        a.w[j] = ln_w(p, c, b, j);
+        a.b[j] = ln_b(p, c, b, j);
+    }
+    a.use_ln_in = head || !(c.ablations & ABLATE_NO_LN_IN);
+    a.du = m->acts.du;
+    a.dx_next = head ? nullptr : m->acts.dx;
+    a.dy_next = head ? nullptr : m->acts.dy;
+    a.dx = m->acts.dx;
+    a.dy = m->acts.dy;
+    a.dz = b > 0 ? m->acts.dz : nullptr;
+    a.inv_c = b > 0 ? (float)inv_depth_scale(c, (b - 1) / 2) : 1.0f;
+    GradTargets t = {{ln_w(g, c, b, LN_X), ln_b(g, c, b, LN_X), ln_w(g, c, b, LN_Y), ln_b(g, c, b, LN_Y),
+                      ln_w(g, c, b, LN_IN), ln_b(g, c, b, LN_IN)}};
+    siamese_boundary_backward(a, t, m->B * m->T, c.channels);
+}
+
+static void boundary_forward(GPT2* m, int b) {
+    switch (m->config.norm) {
+        case NORM_PRE: boundary_forward_pre(m, b); break;
+        case NORM_POST: boundary_forward_post(m, b); break;
+        default: boundary_forward_siamese(m, b); break;
+    }
+}
+
+static void boundary_backward(GPT2* m, int b) {
+    switch (m->config.norm) {
+        case NORM_PRE: boundary_backward_pre(m, b); break;
+        case NORM_POST: boundary_backward_post(m, b); break;
+        default: boundary_backward_siamese(m, b); break;
+    }
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// The two sub-layers F that all layouts share: causal self-attention and the MLP of block l, z = F(u).
+// Backward: from dz to du (du_beta 0: du = ..., 1: du += ..., for post, whose du is dx) and the weight gradients.
+
+static void attention_block_forward(GPT2* m, int l, const floatX* u, floatX* z) {
+    const GPT2Config& c = m->config;
+    int B = m->B, T = m->T, C = c.channels, NH = c.num_heads, N = B * T;
+    size_t NC = (size_t)N * C;
+    ParameterTensors* p = &m->params;
+    ActivationTensors* a = &m->acts;
+    floatX* q = a->qkvr + (size_t)l * 3 * NC;
+    floatX* att = a->att + (size_t)l * B * NH * T * T;
+    floatX* atty = a->atty + (size_t)l * NC;
+    matmul_forward(a->qkv, u, p->qkvw + (size_t)l * 3 * C * C, nullptr, N, C, 3 * C);
+    attention_forward(atty, q, q + NC, q + 2 * NC, att, a->vaccum, a->qkv, p->qkvb + (size_t)l * 3 * C, B, T, C, NH);
+    matmul_forward(z, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, N, C, C);
+}
+
+static void attention_block_backward(GPT2* m, int l, const floatX* u, floatX* du, float du_beta, const floatX* dz) {
+    const GPT2Config& c = m->config;
+    int B = m->B, T = m->T, C = c.channels, NH = c.num_heads, N = B * T;
+    size_t NC = (size_t)N * C;
+    ParameterTensors *p = &m->params, *g = &m->grads;
+    ActivationTensors* a = &m->acts;
+    const floatX* q = a->qkvr + (size_t)l * 3 * NC;
+    const floatX* att = a->att + (size_t)l * B * NH * T * T;
+    const floatX* atty = a->atty + (size_t)l * NC;
+    matmul_backward(a->datty, g->attprojw + (size_t)l * C * C, g->attprojb + (size_t)l * C, dz, atty,
+                    p->attprojw + (size_t)l * C * C, N, C, C, 0.0f);
+    attention_backward(a->dqkv, a->dqkvr, a->dqkvr + NC, a->dqkvr + 2 * NC, a->datt, a->dvaccum, a->datty, q, q + NC,
+                       q + 2 * NC, att, B, T, C, NH);
+    matmul_backward(du, g->qkvw + (size_t)l * 3 * C * C, g->qkvb + (size_t)l * 3 * C, a->dqkv, u,
+                    p->qkvw + (size_t)l * 3 * C * C, N, C, 3 * C, du_beta);
+}
+
+static void mlp_block_forward(GPT2* m, int l, const floatX* u, floatX* z) {
+    const GPT2Config& c = m->config;
+    int C = c.channels, N = m->B * m->T;
+    size_t n4 = (size_t)N * 4 * C;
+    ParameterTensors* p = &m->params;
+    floatX* fch = m->acts.fch + (size_t)l * n4;
+    floatX* fch_gelu = m->acts.fch_gelu + (size_t)l * n4;
+    matmul_forward(fch, u, p->fcw + (size_t)l * 4 * C * C, nullptr, N, C, 4 * C);
+    bias_gelu_forward_kernel<<<elementwise_grid(n4), ELEMENTWISE_THREADS>>>(fch_gelu, fch, p->fcb + (size_t)l * 4 * C,
+                                                                           n4, 4 * C);
+    launchCheck();
+    matmul_forward(z, fch_gelu, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + (size_t)l * C, N, 4 * C, C);
+}
+
+static void mlp_block_backward(GPT2* m, int l, const floatX* u, floatX* du, float du_beta, const floatX* dz) {
+    const GPT2Config& c = m->config;
+    int C = c.channels, N = m->B * m->T;
+    size_t n4 = (size_t)N * 4 * C;
+    ParameterTensors *p = &m->params, *g = &m->grads;
+    floatX* dfch = m->acts.dfch;
+    matmul_backward(dfch, g->fcprojw + (size_t)l * C * 4 * C, g->fcprojb + (size_t)l * C, dz,
+                    m->acts.fch_gelu + (size_t)l * n4, p->fcprojw + (size_t)l * C * 4 * C, N, 4 * C, C, 0.0f);
+    gelu_backward_kernel<<<elementwise_grid(n4), ELEMENTWISE_THREADS>>>(dfch, m->acts.fch + (size_t)l * n4, dfch, n4);
+    launchCheck();
+    matmul_backward(du, g->fcw + (size_t)l * 4 * C * C, g->fcb + (size_t)l * 4 * C, dfch, u,
+                    p->fcw + (size_t)l * 4 * C * C, N, C, 4 * C, du_beta);
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// forward, backward, update
+
+// Runs the model on inputs (B, T) (host arrays); with targets also the loss (mean_loss). Any B and T up to the
+// first call's shape work. With grad_loss_scale > 0 (training) the classifier also leaves the gradient of
+// grad_loss_scale * mean loss with respect to the logits, in place of the logits, for gpt2_backward.
+static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T, float grad_loss_scale = 0) {
+    const GPT2Config& c = m->config;
+    if (B < 1 || T < 1) fail("batch shape must be positive (B=%d, T=%d)", B, T);
+    if (T > c.max_seq_len) fail("sequence length %d exceeds the model's maximum %d", T, c.max_seq_len);
+    if (!m->acts_memory) gpt2_allocate_activations(m, B, T);
+    if (B > m->batch_size || T > m->seq_len)
+        fail("batch (B=%d, T=%d) exceeds the allocated (B=%d, T=%d)", B, T, m->batch_size, m->seq_len);
+    for (int i = 0; i < B * T; i++) {
+        if (inputs[i] < 0 || inputs[i] >= c.vocab_size)
+            fail("token id %d out of range (vocabulary %d)", inputs[i], c.vocab_size);
+        if (targets && (targets[i] < 0 || targets[i] >= c.vocab_size))
+            fail("target id %d out of range (vocabulary %d)", targets[i], c.vocab_size);
+    }
+    m->B = B;
+    m->T = T;
+    int C = c.channels, N = B * T, L = c.num_layers;
+    m->host_inputs.assign(inputs, inputs + N);
+    cudaCheck(cudaMemcpy(m->inputs, inputs, (size_t)N * sizeof(int), cudaMemcpyHostToDevice));
+    if (targets) cudaCheck(cudaMemcpy(m->targets, targets, (size_t)N * sizeof(int), cudaMemcpyHostToDevice));
+    ActivationTensors* a = &m->acts;
+
+    encoder_forward(stream_x(m, 0), m->inputs, m->params.wte, m->params.wpe, N, T, C);  // x_0 = h0
+    boundary_forward(m, 0);
+    for (int s = 0; s < 2 * L; s++) {
+        if (s % 2 == 0) attention_block_forward(m, s / 2, boundary_u(m, s), a->z);
+        else mlp_block_forward(m, s / 2, boundary_u(m, s), a->z);
+        boundary_forward(m, s + 1);
+    }
+    matmul_forward(a->logits, boundary_u(m, 2 * L), m->params.wte, nullptr, N, C, c.padded_vocab_size);
+    m->has_dlogits = 0;
+    m->mean_loss = -1;
+    if (targets) {
+        float dloss = grad_loss_scale > 0 ? grad_loss_scale / N : 0.0f;  // d(scale * mean loss) / d(loss of a row)
+        classifier(a->logits, a->losses, m->targets, N, c.vocab_size, c.padded_vocab_size, dloss);
+        m->host_losses = download(a->losses, N);
+        double sum = 0;
+        for (int i = 0; i < N; i++) sum += m->host_losses[i];
+        m->mean_loss = (float)(sum / N);
+        m->has_dlogits = dloss > 0;
+    }
+}
+
+static void gpt2_zero_grad(GPT2* m) { cudaCheck(cudaMemset(m->grads_memory, 0, m->num_parameters * sizeof(floatX))); }
+
+// Accumulates the gradient of grad_loss_scale * mean_loss (from the training forward pass) into the parameter
+// gradients. Mirrors reference_cpu.cpp's gpt2_backward, boundary by boundary.
+static void gpt2_backward(GPT2* m) {
+    if (!m->has_dlogits) fail("backward needs a forward pass with targets and a loss scale");
+    const GPT2Config& c = m->config;
+    int B = m->B, T = m->T, C = c.channels, N = B * T, L = c.num_layers;
+    ActivationTensors* a = &m->acts;
+    floatX *du = grad_du(m), *dz = grad_dz(m);
+    float du_beta = c.norm == NORM_POST ? 1.0f : 0.0f;  // post: du is dx, which already holds dL/dx
+
+    // logits = hf @ wte^T:  dhf = dlogits @ wte (into du; post: into dx, overwriting);  dwte += dlogits^T @ hf
+    matmul_backward(du, m->grads.wte, nullptr, a->logits, boundary_u(m, 2 * L), m->params.wte, N, C,
+                    c.padded_vocab_size, 0.0f);
+    boundary_backward(m, 2 * L);
+    for (int s = 2 * L - 1; s >= 0; s--) {
+        if (s % 2 == 0) attention_block_backward(m, s / 2, boundary_u(m, s), du, du_beta, dz);
+        else mlp_block_backward(m, s / 2, boundary_u(m, s), du, du_beta, dz);
+        boundary_backward(m, s);
+    }
+    // dx now holds dL/dh0 (siamese: both streams' share, added by boundary 0)
+    int U = build_token_index(m->host_inputs, c.vocab_size, &m->host_index);
+    cudaCheck(cudaMemcpy(m->token_index, m->host_index.data(), m->host_index.size() * sizeof(int),
+                         cudaMemcpyHostToDevice));
+    encoder_backward(m->grads.wte, m->grads.wpe, a->dx, m->token_index, U, B, T, C);
+    m->has_dlogits = 0;
+}
+
+// sqrt of the sum of squared gradients: per-block partial sums in double, added on the host in order
+static double gpt2_grad_norm(GPT2* m) {
+    sum_squares_kernel<<<NORM_BLOCKS, NORM_THREADS>>>(m->norm_partials, m->grads_memory, m->num_parameters);
+    launchCheck();
+    std::vector<double> partial = download(m->norm_partials, NORM_BLOCKS);
+    double total = 0;
+    for (double s : partial) total += s;
+    return std::sqrt(total);
+}
+
+typedef struct {
+    float learning_rate, beta1, beta2, eps, weight_decay;
+} AdamWConfig;
+
+// AdamW (Loshchilov & Hutter) with bias correction; step t counts from 1. The gradient is multiplied by
+// grad_scale first (global-norm clipping). Weight decay is decoupled and applies to 2-D weight matrices only.
+static void gpt2_update(GPT2* m, const AdamWConfig& o, float grad_scale, int t) {
+    float bc1 = 1 - (float)std::pow((double)o.beta1, t), bc2 = 1 - (float)std::pow((double)o.beta2, t);
+    for (const TensorInfo& tensor : m->tensors) {
+        float wd = tensor.decay ? o.weight_decay : 0.0f;
+        adamw_kernel<<<elementwise_grid(tensor.size), ELEMENTWISE_THREADS>>>(
+            m->params_memory + tensor.offset, m->grads_memory + tensor.offset, m->m_memory + tensor.offset,
+            m->v_memory + tensor.offset, tensor.size, o.learning_rate, o.beta1, o.beta2, bc1, bc2, o.eps, wd,
+            grad_scale);
+        launchCheck();
+    }
+}
+
+static void gpt2_free(GPT2* m) {
+    cudaCheck(cudaFree(m->params_memory));
+    cudaCheck(cudaFree(m->grads_memory));
+    cudaCheck(cudaFree(m->m_memory));
+    cudaCheck(cudaFree(m->v_memory));
+    cudaCheck(cudaFree(m->norm_partials));
+    cudaCheck(cudaFree(m->acts_memory));
+    cudaCheck(cudaFree(m->inputs));
+    cudaCheck(cudaFree(m->targets));
+    cudaCheck(cudaFree(m->token_index));
+    m->tensors.clear();
+    m->acts_memory = nullptr;
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// sampling: the logits of the last position come to the host; softmax over V there (no KV cache)
+
+// the V real logits at position t-1 of batch row 0 of the last forward pass
+static std::vector<float> last_logits(GPT2* m, int t) {
+    std::vector<floatX> row = download(m->acts.logits + (size_t)(t - 1) * m->config.padded_vocab_size,
+                                       (size_t)m->config.vocab_size);
+    return std::vector<float>(row.begin(), row.end());
+}
+
+static void generate(GPT2* m, const Tokenizer* tok, int start_token, int steps, uint64_t* rng) {
+    std::vector<int> tokens(steps + 1, start_token);
+    int V = m->config.vocab_size;
+    std::vector<double> probs(V);
+    for (int t = 1; t <= steps; t++) {
+        gpt2_forward(m, tokens.data(), nullptr, 1, t);
+        std::vector<float> logits = last_logits(m, t);
+        double maxv = logits[0], sum = 0;
+        for (int i = 1; i < V; i++) maxv = std::max(maxv, (double)logits[i]);
+        for (int i = 0; i < V; i++) sum += probs[i] = std::exp(logits[i] - maxv);
+        for (int i = 0; i < V; i++) probs[i] /= sum;
+        tokens[t] = sample_from(probs.data(), V, random_uniform(rng));
+        tokenizer_print(tok, tokens[t]);
+    }
+    printf("\n");
+    fflush(stdout);
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// the trainer: the CPU trainer's loop, flags, logs and files (see reference_cpu.cpp), plus -f for TF32
+
+#ifndef TRAIN_GPT2_NO_MAIN
+
+// mean loss over up to max_batches batches of the validation shards, from their start
+static double validation_loss(GPT2* model, DataLoader* val, int max_batches) {
+    long long tokens = 0;
+    for (long long n : val->num_tokens) tokens += n;
+    long long fit = tokens / ((long long)val->B * val->T);
+    int batches = fit < max_batches ? (int)fit : max_batches;
+    dataloader_reset(val);
+    double sum = 0;
+    for (int i = 0; i < batches; i++) {
+        dataloader_next_batch(val);
+        gpt2_forward(model, val->inputs.data(), val->targets.data(), val->B, val->T);
+        sum += model->mean_loss;
+    }
+    return sum / batches;
+}
+
+int main(int argc, char** argv) {
+    TrainOptions o = parse_options(argc, argv);
+    gpu_init(o.tf32);
+    int B = o.B, T = o.T;
+    DataLoader train, val;
+    dataloader_init(&train, o.train_pattern, B, T);
+    if (o.val_every > 0) dataloader_init(&val, o.val_pattern, B, T);
+
+    // the model: resumed from -o, loaded from -e <file>, or new
+    GPT2 model;
+    char path[4096];
+    int resume_step = o.resume ? latest_checkpoint(o.out_dir) : -1;
+    if (o.resume && resume_step < 0) fail("-y 1: no complete checkpoint (DONE_<step>) in '%s'", o.out_dir);
+    if (resume_step >= 0 || (o.model && !is_shape_name(o.model))) {
+        if (resume_step >= 0) snprintf(path, sizeof(path), "%s/model_%08d.bin", o.out_dir, resume_step);
+        else snprintf(path, sizeof(path), "%s", o.model);
+        gpt2_build_from_checkpoint(&model, path);
+        check_loaded_config(model.config, o);
+    } else {
+        gpt2_init_random(&model, new_model_config(o, train.vocab_size), o.seed);
+    }
+    const GPT2Config& cfg = model.config;
+    if (T > cfg.max_seq_len) fail("-t %d exceeds the model's maximum sequence length %d", T, cfg.max_seq_len);
+    if (train.vocab_size > cfg.vocab_size || (o.val_every > 0 && val.vocab_size > cfg.vocab_size))
+        fail("the data's vocabulary (%d) is larger than the model's (%d)", train.vocab_size, cfg.vocab_size);
+    gpt2_allocate_activations(&model, B, T);  // now, so that sampling's smaller shapes fit in them
+
+    Tokenizer tokenizer;
+    tokenizer.eot_token = 0;
+    if (o.sample_every > 0 || o.tokenizer || o.eval_answers > 0) {
+        std::string tok_path = o.tokenizer ? o.tokenizer : default_tokenizer(o.train_pattern);
+        if (tok_path.empty()) fprintf(stderr, "warning: no tokenizer next to the train shards; samples print token ids\n");
+        else tokenizer_load(&tokenizer, tok_path.c_str(), o.tokenizer != nullptr || o.eval_answers > 0);
+    }
+    if (!tokenizer.tokens.empty() && (int)tokenizer.tokens.size() < cfg.vocab_size)
+        fail("the tokenizer knows %zu tokens but the model has %d", tokenizer.tokens.size(), cfg.vocab_size);
+    AnswerSet answers;
+    if (o.eval_answers > 0) answers = load_answer_set(&val, &tokenizer, o.eval_answers);
+    auto greedy_next = [&](const int* tokens, int n) {  // the most likely next token (ties: the lowest id)
+        gpt2_forward(&model, tokens, nullptr, 1, n);
+        std::vector<float> logits = last_logits(&model, n);
+        int best = 0;
+        for (int i = 1; i < cfg.vocab_size; i++)
+            if (logits[i] > logits[best]) best = i;
+        return best;
+    };
+
+    int accum = o.total_batch / (B * T);
+    long long train_tokens = 0;
+    for (long long n : train.num_tokens) train_tokens += n;
+    int max_steps = o.max_steps;
+    if (max_steps == -1) max_steps = train_tokens / o.total_batch > 0 ? (int)(train_tokens / o.total_batch) : 1;
+    int start_step = 0;
+    uint64_t rng = o.seed ^ 0xD1B54A32D192ED03ull;  // for sampling
+    if (resume_step >= 0) {
+        snprintf(path, sizeof(path), "%s/state_%08d.bin", o.out_dir, resume_step);
+        std::vector<float> m_host(model.num_parameters), v_host(model.num_parameters);
+        TrainState st = state_read(path, model.num_parameters, &train, m_host.data(), v_host.data());
+        if (st.step != resume_step) fail("'%s' records step %d, not %d", path, st.step, resume_step);
+        cudaCheck(cudaMemcpy(model.m_memory, m_host.data(), m_host.size() * sizeof(float), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(model.v_memory, v_host.data(), v_host.size() * sizeof(float), cudaMemcpyHostToDevice));
+        start_step = st.step;
+        rng = st.rng;
+    }
+    FILE* logfile = nullptr;
+    if (o.out_dir) {
+        make_dirs(o.out_dir);
+        snprintf(path, sizeof(path), "%s/main.log", o.out_dir);
+        logfile = fopen_or_fail(path, resume_step >= 0 ? "a" : "w");
+    }
+    char line[256];
+    auto row = [](const char* key, const char* value) { printf("| %-21s | %-50s |\n", key, value); };
+    printf("+-----------------------+----------------------------------------------------+\n");
+    row("layout", NORM_NAMES[cfg.norm]);
+    if (cfg.ablations)
+        row("ablations", cfg.ablations == 3   ? "no depth scale (c_l = 1), no LN_in"
+                         : cfg.ablations == 1 ? "no depth scale (c_l = 1)"
+                                              : "no LN_in");
+    snprintf(line, sizeof(line), "L=%d C=%d NH=%d maxT=%d V=%d Vp=%d", cfg.num_layers, cfg.channels, cfg.num_heads,
+             cfg.max_seq_len, cfg.vocab_size, cfg.padded_vocab_size);
+    row("model", line);
+    snprintf(line, sizeof(line), "%zu", model.num_parameters);
+    row("parameters", line);
+    snprintf(line, sizeof(line), "B=%d T=%d, %d micro-step(s), %d tokens per step", B, T, accum, o.total_batch);
+    row("batch", line);
+    row("train data", o.train_pattern);
+    snprintf(line, sizeof(line), "%lld tokens", train_tokens);
+    row("train tokens", line);
+    snprintf(line, sizeof(line), "%d to %d", start_step, max_steps);
+    row("steps", line);
+    snprintf(line, sizeof(line), "%s (%d SMs)", gpu.name, gpu.sms);
+    row("device", line);
+    row("precision", o.tf32 ? "float32, TF32 tensor-core matmuls (-f 1)" : "float32");
+    snprintf(line, sizeof(line), "%.0f MiB parameters+grads+AdamW, %.0f MiB activations",
+             model.num_parameters * (2.0 * sizeof(floatX) + 2.0 * sizeof(float)) / 1048576.0,
+             model.acts_bytes / 1048576.0);
+    row("memory", line);
+    printf("+-----------------------+----------------------------------------------------+\n");
+    fflush(stdout);
+
+    AdamWConfig opt = {(float)o.lr, 0.9f, 0.95f, 1e-8f, (float)o.weight_decay};
+    int gen = o.gen_tokens < T ? o.gen_tokens : T;
+    for (int step = start_step; step <= max_steps; step++) {
+        int last = step == max_steps;
+        if (o.val_every > 0 && (step % o.val_every == 0 || last)) {
+            double val_loss = validation_loss(&model, &val, o.val_steps);
+            if (!std::isfinite(val_loss))
+                fail("the validation loss is %f at step %d: training diverged; no checkpoint was written", val_loss,
+                     step);
+            printf("val loss %.6f\n", val_loss);
+            if (logfile) fprintf(logfile, "s:%d tel:%.6f\n", step, val_loss);
+            if (o.eval_answers > 0) {
+                double acc = answer_accuracy(answers, tokenizer.eot_token, T, greedy_next);
+                printf("answer accuracy %.4f (%zu problems)\n", acc, answers.questions.size());
+                if (logfile) fprintf(logfile, "s:%d acc:%.6f\n", step, acc);
+            }
+        }
+        if (o.sample_every > 0 && ((step > start_step && step % o.sample_every == 0) || last)) {
+            printf("generating:\n---\n");
+            generate(&model, &tokenizer, tokenizer.eot_token, gen, &rng);
+            printf("---\n");
+        }
+        // A checkpoint holds a state whose loss was just seen to be finite: at the last step after the validation
+        // above, otherwise after this step's forward and backward passes but before its update (as the CPU trainer).
+        auto save_checkpoint = [&](int shard, long long position) {
+            std::vector<floatX> params = download(model.params_memory, model.num_parameters);
+            for (size_t i = 0; i < model.num_parameters; i++)
+                if (!std::isfinite((float)params[i]))
+                    fail("a parameter is not finite at step %d: training diverged; no checkpoint was written", step);
+            snprintf(path, sizeof(path), "%s/model_%08d.bin", o.out_dir, step);
+            checkpoint_write(path, cfg, params.data());
+            snprintf(path, sizeof(path), "%s/state_%08d.bin", o.out_dir, step);
+            TrainState st = {step, B, T, shard, position, rng, model.num_parameters};
+            state_write(path, st, download(model.m_memory, model.num_parameters).data(),
+                        download(model.v_memory, model.num_parameters).data());
+            snprintf(path, sizeof(path), "%s/DONE_%08d", o.out_dir, step);
+            fclose(fopen_or_fail(path, "w"));
+            printf("checkpoint saved: %s/model_%08d.bin\n", o.out_dir, step);
+        };
+        if (last) {
+            if (o.out_dir && step > start_step) save_checkpoint(train.shard, train.position);
+            break;
+        }
+
+        double t0 = now_seconds();
+        int shard0 = train.shard;  // where this step's batches start, for its checkpoint
+        long long position0 = train.position;
+        gpt2_zero_grad(&model);
+        double loss = 0;
+        for (int micro = 0; micro < accum; micro++) {
+            if (!o.overfit || (step == start_step && micro == 0)) dataloader_next_batch(&train);
+            gpt2_forward(&model, train.inputs.data(), train.targets.data(), B, T, 1.0f / accum);
+            if (!std::isfinite(model.mean_loss))
+                fail("the loss is %f at step %d: training diverged (try a lower -l); no checkpoint was written",
+                     (double)model.mean_loss, step);
+            gpt2_backward(&model);
+            loss += model.mean_loss / accum;
+        }
+        if (o.out_dir && o.checkpoint_every > 0 && step > start_step && step % o.checkpoint_every == 0)
+            save_checkpoint(shard0, position0);
+        double norm = gpt2_grad_norm(&model);
+        if (!std::isfinite(norm))
+            fail("the gradient norm is %f at step %d: training diverged (try a lower -l); no checkpoint was written",
+                 norm, step);
+        float grad_scale = o.grad_clip > 0 && norm > o.grad_clip ? (float)(o.grad_clip / norm) : 1.0f;
+        opt.learning_rate = (float)learning_rate_at(step, max_steps, o.lr, o.warmup, o.final_frac);
+        gpt2_update(&model, opt, grad_scale, step + 1);
+        cudaCheck(cudaDeviceSynchronize());
+        double ms = (now_seconds() - t0) * 1000;
+        printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | %.0f MiB GPU\n", step + 1,
+               max_steps, loss, norm, (double)opt.learning_rate, ms, o.total_batch / (ms / 1000),
+               gpu_memory_used_mib());
+        fflush(stdout);
+        if (logfile) {
+            fprintf(logfile, "s:%d trl:%.6f norm:%.4f lr:%.3e ms:%.1f\n", step, loss, norm,
+                    (double)opt.learning_rate, ms);
+            fflush(logfile);
+        }
+    }
+    if (logfile) fclose(logfile);
+    gpt2_free(&model);
+    return 0;
+}
+#endif  // TRAIN_GPT2_NO_MAIN
