@@ -1,0 +1,296 @@
+"""Shared plumbing of the experiment scripts (docs/experiments.md): the layouts and ablations as trainer flags,
+running the trainer (cached by its exact command line), reading main.log, recognizing divergence, tables and CSVs.
+
+A run is one trainer command. Its directory, under --runs-dir (default out/experiments/runs), is named after a
+hash of the binary's name and the flags, so two scripts that ask for the same run share it, and running a script
+again only redoes what changed (--fresh redoes everything). run.json in that directory records the command, its
+exit status and how it ended: "ok", "diverged" (the trainer's own `error: ... diverged`, exit 1: a result, not a
+failure of the script) or "error" (anything else: the script reports it and exits 1 at the end).
+"""
+import csv
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PLOT_PYTHON = "/usr/bin/python3"  # Debian's, with python3-matplotlib and numpy
+
+
+def use_plotting_python():
+    """Re-run the calling script under Debian's python3 when this interpreter lacks matplotlib or numpy."""
+    try:
+        import matplotlib  # noqa: F401
+        import numpy  # noqa: F401
+        return
+    except ImportError:
+        pass
+    if (os.path.exists(PLOT_PYTHON) and os.path.realpath(sys.executable) != os.path.realpath(PLOT_PYTHON)
+            and not os.environ.get("EXPERIMENTS_REEXEC")):
+        os.environ["EXPERIMENTS_REEXEC"] = "1"
+        os.execv(PLOT_PYTHON, [PLOT_PYTHON, os.path.abspath(sys.argv[0])] + sys.argv[1:])
+    sys.exit("error: the experiments need matplotlib and numpy (Debian: apt-get install python3-matplotlib); "
+             "run them with %s" % PLOT_PYTHON)
+
+
+# The layouts and the two siamese ablations, as trainer flags; colors and line styles for every plot.
+VARIANTS = {
+    "pre": ["--norm", "pre"],
+    "post": ["--norm", "post"],
+    "siamese": ["--norm", "siamese"],
+    "siamese-no-depth-scale": ["--norm", "siamese", "--no-depth-scale"],
+    "siamese-no-ln-in": ["--norm", "siamese", "--no-ln-in"],
+}
+STYLE = {
+    "pre": dict(color="tab:blue", ls="-"),
+    "post": dict(color="tab:red", ls="-"),
+    "siamese": dict(color="tab:green", ls="-"),
+    "siamese-no-depth-scale": dict(color="tab:olive", ls="--"),
+    "siamese-no-ln-in": dict(color="tab:purple", ls=":"),
+}
+
+
+def parse_variants(text):
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    for v in names:
+        if v not in VARIANTS:
+            sys.exit("error: unknown variant '%s' (known: %s)" % (v, ", ".join(VARIANTS)))
+    return names
+
+
+def parse_floats(text):
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        sys.exit("error: '%s' is not a comma-separated list of numbers" % text)
+
+
+def fmt_lr(lr):
+    return "%g" % lr
+
+
+class Run:
+    """One trainer command: label (for humans), binary, flags (without -o)."""
+
+    def __init__(self, label, binary, flags, runs_dir, **meta):
+        self.label, self.binary, self.flags, self.meta = label, binary, list(flags), meta
+        key = hashlib.sha1(json.dumps([os.path.basename(binary)] + self.flags).encode()).hexdigest()[:10]
+        self.dir = os.path.join(runs_dir, "%s-%s" % (label, key))
+        self.argv = [binary] + self.flags + ["-o", self.dir]
+        self.status, self.rc, self.error, self.seconds, self.diverge_step = None, None, "", 0.0, None
+        self.log = None
+
+    @property
+    def record(self):
+        return os.path.join(self.dir, "run.json")
+
+    def cached(self):
+        try:
+            with open(self.record) as f:
+                r = json.load(f)
+        except (OSError, ValueError):
+            return False
+        if r.get("argv") != self.argv or r.get("status") not in ("ok", "diverged"):
+            return False
+        self.status, self.rc, self.error = r["status"], r["rc"], r.get("error", "")
+        self.seconds, self.diverge_step = r.get("seconds", 0.0), r.get("diverge_step")
+        return True
+
+    def execute(self, threads):
+        shutil.rmtree(self.dir, ignore_errors=True)  # never mix with an older run's checkpoints or log
+        os.makedirs(self.dir)
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+        t0 = time.time()
+        with open(os.path.join(self.dir, "stdout.txt"), "w") as out, \
+                open(os.path.join(self.dir, "stderr.txt"), "w") as err:
+            self.rc = subprocess.call(self.argv, stdout=out, stderr=err, env=env, cwd=REPO)
+        self.seconds = time.time() - t0
+        with open(os.path.join(self.dir, "stderr.txt")) as f:
+            lines = [l.strip() for l in f if l.strip()]
+        self.error = lines[-1] if lines else ""
+        if self.rc == 0:
+            self.status = "ok"
+        elif self.rc == 1 and "diverged" in self.error:
+            self.status = "diverged"
+            m = re.search(r"at step (\d+)", self.error)
+            self.diverge_step = int(m.group(1)) if m else None
+        else:
+            self.status = "error"
+        with open(self.record, "w") as f:
+            json.dump({"argv": self.argv, "rc": self.rc, "status": self.status, "error": self.error,
+                       "seconds": round(self.seconds, 1), "diverge_step": self.diverge_step}, f, indent=1)
+
+    def load_log(self):
+        self.log = read_log(os.path.join(self.dir, "main.log"))
+        return self.log
+
+    def final_checkpoint(self, steps):
+        return os.path.join(self.dir, "model_%08d.bin" % steps)
+
+    def describe(self):
+        if self.status == "diverged":
+            return "diverged at step %s" % self.diverge_step
+        if self.status == "error":
+            return "ERROR (exit %s): %s" % (self.rc, self.error)
+        return "ok"
+
+
+def run_all(runs, jobs=2, threads=1, fresh=False, what="runs"):
+    """Runs what is not cached, `jobs` at a time with OMP_NUM_THREADS=threads each; prints one line per run."""
+    todo = [r for r in runs if fresh or not r.cached()]
+    print("%s: %d of %d to run (%d cached), %d at a time, %d thread(s) each"
+          % (what, len(todo), len(runs), len(runs) - len(todo), jobs, threads), flush=True)
+    lock, done = threading.Lock(), [0]
+    t0 = time.time()
+
+    def one(r):
+        r.execute(threads)
+        with lock:
+            done[0] += 1
+            print("  [%d/%d] %-45s %-28s %6.1f s" % (done[0], len(todo), r.label, r.describe(), r.seconds),
+                  flush=True)
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        list(pool.map(one, todo))
+    if todo:
+        print("%s: done in %.0f s wall" % (what, time.time() - t0), flush=True)
+    for r in runs:
+        r.load_log()
+    return runs
+
+
+def read_log(path):
+    """main.log -> {'train': [(step, loss)], 'val': [(step, loss)], 'acc': [(step, acc)], 'norm': [...]}."""
+    log = {"train": [], "val": [], "acc": [], "norm": []}
+    try:
+        f = open(path)
+    except OSError:
+        return log
+    with f:
+        for line in f:
+            fields = dict(kv.split(":", 1) for kv in line.split() if ":" in kv)
+            if "s" not in fields:
+                continue
+            step = int(fields["s"])
+            for key, name in (("trl", "train"), ("tel", "val"), ("acc", "acc"), ("norm", "norm")):
+                if key in fields:
+                    log[name].append((step, float(fields[key])))
+    return log
+
+
+def max_rise(train, after_step):
+    """The largest jump of the train loss above its running minimum, after `after_step` (a loss spike measure):
+    max over t of loss[t] - min(loss[s], s < t), counting only t > after_step. 0 when there is nothing to compare."""
+    best, lo, at = 0.0, math.inf, None
+    for step, loss in train:
+        if not math.isfinite(loss):
+            continue
+        if step > after_step and loss - lo > best:
+            best, at = loss - lo, step
+        lo = min(lo, loss)
+    return best, at
+
+
+def smooth(values, window):
+    out, acc = [], []
+    for v in values:
+        acc.append(v)
+        if len(acc) > window:
+            acc.pop(0)
+        out.append(sum(acc) / len(acc))
+    return out
+
+
+def unigram_loss(train_shard, val_shard):
+    """The val loss of the best context-free model: cross-entropy of val tokens under train's token frequencies
+    (add-one smoothed). A model whose val loss stays at this level has learned nothing from context."""
+    import numpy as np
+    tr = np.fromfile(train_shard, dtype="<u2", offset=1024)
+    va = np.fromfile(val_shard, dtype="<u2", offset=1024)
+    V = int(max(tr.max(), va.max())) + 1
+    p = (np.bincount(tr, minlength=V) + 1.0) / (len(tr) + V)
+    return float(-np.log(p[va]).mean())
+
+
+def write_csv(path, header, rows):
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+    print("wrote %s" % path)
+
+
+def markdown_table(header, rows):
+    lines = ["| " + " | ".join(str(h) for h in header) + " |",
+             "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def emit_table(path, title, header, rows):
+    """Prints a markdown table and keeps the same text in `path` (docs quote it from there, digit for digit)."""
+    text = "%s\n\n%s\n" % (title, markdown_table(header, rows))
+    print("\n" + text)
+    with open(path, "w") as f:
+        f.write(text)
+    print("wrote %s" % path)
+
+
+def save_figure(fig, path):
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    print("wrote %s" % path)
+
+
+def ensure_binary(binary, make_target=None):
+    """The CPU programs are built with make when missing; the GPU trainer must already be there."""
+    if os.path.exists(binary):
+        return
+    if make_target:
+        print("building %s (make %s)" % (binary, make_target), flush=True)
+        if subprocess.call(["make", "-s", make_target], cwd=REPO) == 0 and os.path.exists(binary):
+            return
+    sys.exit("error: %s is missing (build it with: make %s)" % (binary, make_target or os.path.basename(binary)))
+
+
+def ensure_file(path, hint):
+    if not os.path.exists(path):
+        sys.exit("error: %s is missing (%s)" % (path, hint))
+
+
+def common_arguments(p, results_default):
+    """Flags every experiment script takes."""
+    p.add_argument("--gpu", action="store_true",
+                   help="GPT-2 small scale on the CUDA trainer ./train_gpt2cu (same flags as the CPU one)")
+    p.add_argument("--jobs", type=int, default=None, help="runs at a time (default: 2 on the CPU, 1 with --gpu)")
+    p.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of each CPU run (default 1)")
+    p.add_argument("--runs-dir", default="out/experiments/runs", help="where runs live (default %(default)s)")
+    p.add_argument("--results", default=results_default,
+                   help="prefix of the CSV, PNG and table files (default %(default)s)")
+    p.add_argument("--fresh", action="store_true", help="rerun even the runs that are cached")
+    p.add_argument("--seed", type=int, default=1337, help="initialization seed (default 1337)")
+    p.add_argument("--steps", type=int, help="training steps (-x)")
+    p.add_argument("--train", help="train shard(s) (-i)")
+    p.add_argument("--val", help="val shard (-j)")
+
+
+def trainer(args):
+    return "./train_gpt2cu" if args.gpu else "./reference_cpu"
+
+
+def prepare_trainer(args):
+    os.chdir(REPO)
+    if args.jobs is None:
+        args.jobs = 1 if args.gpu else 2
+    if args.gpu:
+        ensure_binary("./train_gpt2cu", "train_gpt2cu")
+    else:
+        ensure_binary("./reference_cpu", "reference_cpu")

@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Learning-rate sweep of Pre-Norm, Post-Norm, SiameseNorm and the two siamese ablations (docs/experiments.md).
+
+Every run has the same data, seed, batch and schedule (linear warmup, cosine decay to 10%); only the layout and
+the peak learning rate change. Writes RESULTS.csv (one row per run), RESULTS.png (loss curves, one panel per
+learning rate), RESULTS_final.png (final val loss against the learning rate) and RESULTS.md (the printed table).
+
+    /usr/bin/python3 experiments/lr_sweep.py                  # CPU default: KJV bytes, L=8 C=64, ~20 CPU-minutes
+    /usr/bin/python3 experiments/lr_sweep.py --gpu            # GPT-2 small (d12) on ./train_gpt2cu, fineweb
+
+A run that diverges (the trainer stops with `error: ... diverged`) is a result: its curve ends with an X. A loss
+spike is a rise of the train loss by more than --spike nats above its running minimum after warmup (marked ^).
+A run whose final val loss is not below the unigram baseline (the loss of token frequencies alone) - 0.05 learned
+nothing from context: "stuck" (marked with a square, and * in the table).
+"""
+import argparse
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+common.use_plotting_python()
+
+# CPU: a deeper-than-wide tiny model on KJV bytes, a few hundred steps. GPU: GPT-2 small on fineweb (prepare it
+# with `python3 data/prepare.py fineweb --docs 400000`, about 0.4B tokens) at llm.c's batch of 0.5M tokens.
+CPU = dict(train="data/kjv/kjv_train.bin", val="data/kjv/kjv_val.bin", shape=None, layers=8, channels=64, heads=4,
+           B=16, T=64, total=0, steps=300, warmup=30, val_every=50, val_batches=16,
+           lrs="2e-3,6e-3,1.2e-2,2.4e-2")
+GPU = dict(train="data/fineweb/fineweb_train.bin", val="data/fineweb/fineweb_val.bin", shape="d12", layers=12,
+           channels=768, heads=12, B=32, T=1024, total=524288, steps=2000, warmup=200, val_every=250,
+           val_batches=20, lrs="6e-4,2e-3,4e-3,8e-3")
+
+
+def model_flags(args):
+    if args.gpu:
+        return ["-e", GPU["shape"]]
+    return ["--layers", str(args.layers), "--channels", str(args.channels), "--heads", str(args.heads),
+            "--max-seq-len", str(args.T)]
+
+
+def train_flags(args, lr):
+    flags = ["-i", args.train, "-j", args.val, "-b", str(args.B), "-t", str(args.T), "-l", common.fmt_lr(lr),
+             "-u", str(args.warmup), "-q", "0.1", "-c", "0.1", "-x", str(args.steps), "-v", str(args.val_every),
+             "-m", str(args.val_batches), "-s", "0", "--seed", str(args.seed)]
+    if args.total:
+        flags += ["-d", str(args.total)]
+    return flags + args.extra.split()
+
+
+def build_runs(args, variants, lrs):
+    runs = []
+    for lr in lrs:
+        for v in variants:
+            flags = common.VARIANTS[v] + model_flags(args) + train_flags(args, lr)
+            runs.append(common.Run("%s_lr%s" % (v, common.fmt_lr(lr)), common.trainer(args), flags, args.runs_dir,
+                                   variant=v, lr=lr))
+    return runs
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    common.common_arguments(p, "docs/results/lr_sweep")
+    p.add_argument("--lrs", help="peak learning rates (CPU default %s; GPU %s)" % (CPU["lrs"], GPU["lrs"]))
+    p.add_argument("--variants", default=",".join(common.VARIANTS), help="default: %(default)s")
+    p.add_argument("--layers", type=int)
+    p.add_argument("--channels", type=int)
+    p.add_argument("--heads", type=int)
+    p.add_argument("-B", type=int, help="micro-batch (-b)")
+    p.add_argument("-T", type=int, help="sequence length (-t)")
+    p.add_argument("--total", type=int, help="tokens per step (-d; 0: B*T)")
+    p.add_argument("--warmup", type=int)
+    p.add_argument("--val-every", type=int)
+    p.add_argument("--val-batches", type=int)
+    p.add_argument("--spike", type=float, default=1.0,
+                   help="train-loss rise over its running minimum (nats) counted as a spike (default 1.0)")
+    p.add_argument("--extra", default="", help="more trainer flags, passed as they are (e.g. '-f 1' on the GPU)")
+    args = p.parse_args(argv)
+    preset = GPU if args.gpu else CPU
+    for key in ("train", "val", "layers", "channels", "heads", "B", "T", "total", "steps", "warmup", "val_every",
+                "val_batches", "lrs"):
+        if getattr(args, key) is None:
+            setattr(args, key, preset[key])
+    return args
+
+
+def main():
+    args = parse_args()
+    common.prepare_trainer(args)
+    common.ensure_file(args.train, "prepare it with data/prepare.py")
+    common.ensure_file(args.val, "prepare it with data/prepare.py")
+    variants = common.parse_variants(args.variants)
+    lrs = common.parse_floats(args.lrs)
+    runs = common.run_all(build_runs(args, variants, lrs), args.jobs, args.threads, args.fresh, "lr sweep")
+    unigram = common.unigram_loss(args.train, args.val)
+    print("unigram baseline (val loss of train's token frequencies): %.4f" % unigram)
+
+    # ---- the numbers
+    rows = []
+    for r in runs:
+        train, val = r.log["train"], r.log["val"]
+        rise, rise_step = common.max_rise(train, args.warmup)
+        last = [l for _, l in train[-10:] if math.isfinite(l)]
+        final_val = val[-1][1] if (val and r.status == "ok") else float("nan")
+        best_val = min((l for _, l in val), default=float("nan"))
+        r.meta.update(final_val=final_val, rise=rise, rise_step=rise_step)
+        rows.append([r.meta["variant"], common.fmt_lr(r.meta["lr"]), r.status,
+                     "" if r.diverge_step is None else r.diverge_step,
+                     "%.4f" % (sum(last) / len(last)) if last else "nan", "%.4f" % final_val, "%.4f" % best_val,
+                     "%.3f" % rise, "" if rise_step is None else rise_step, int(rise > args.spike),
+                     int(r.status == "ok" and final_val > unigram - 0.05),
+                     "%.1f" % r.seconds, r.dir])
+    common.write_csv(args.results + ".csv",
+                     ["variant", "lr", "status", "diverge_step", "final_train_loss_last10", "final_val_loss",
+                      "best_val_loss", "max_loss_rise", "max_rise_step", "spike", "stuck", "seconds", "run_dir"], rows)
+
+    def cell(r):
+        if r.status == "diverged":
+            return "diverged @%s" % r.diverge_step
+        if r.status == "error":
+            return "ERROR"
+        mark = " (spike %.2f @%d)" % (r.meta["rise"], r.meta["rise_step"]) if r.meta["rise"] > args.spike else ""
+        stuck = " *" if r.meta["final_val"] > unigram - 0.05 else ""
+        return "%.4f%s%s" % (r.meta["final_val"], stuck, mark)
+
+    by = {(r.meta["variant"], r.meta["lr"]): r for r in runs}
+    table = [[v] + [cell(by[(v, lr)]) for lr in lrs] for v in variants]
+    best = []
+    for lr in lrs:  # the best layout at each learning rate, among the runs that finished
+        ok = [(by[(v, lr)].meta["final_val"], v) for v in variants if by[(v, lr)].status == "ok"]
+        best.append(min(ok)[1] if ok else "-")
+    table.append(["best"] + best)
+    emit = "Final val loss after %d steps (%s, L=%s C=%s, B=%d T=%d); * = not below the unigram baseline %.4f - 0.05" \
+        % (args.steps, "GPU d12" if args.gpu else "CPU", args.layers, args.channels, args.B, args.T, unigram)
+    common.emit_table(args.results + ".md", emit, ["variant"] + ["lr %s" % common.fmt_lr(lr) for lr in lrs], table)
+
+    plot(args, runs, variants, lrs, unigram)
+    errors = [r for r in runs if r.status == "error"]
+    for r in errors:
+        print("error: run %s failed: %s (see %s)" % (r.label, r.error, r.dir), file=sys.stderr)
+    return 1 if errors else 0
+
+
+def plot(args, runs, variants, lrs, unigram):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by = {(r.meta["variant"], r.meta["lr"]): r for r in runs}
+    n = len(lrs)
+    cols = min(n, 4)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.6 * rows), squeeze=False, sharey=True)
+    start = max([l for r in runs for _, l in r.log["val"][:1]] + [unigram + 1])
+    for i, lr in enumerate(lrs):
+        ax = axes[i // cols][i % cols]
+        for v in variants:
+            r = by[(v, lr)]
+            st = common.STYLE[v]
+            train = [(s, l) for s, l in r.log["train"] if math.isfinite(l)]
+            if train:
+                steps = [s for s, _ in train]
+                ax.plot(steps, common.smooth([l for _, l in train], 10), color=st["color"], ls=st["ls"], lw=1.2,
+                        alpha=0.85, label=v)
+            val = r.log["val"]
+            if val:
+                ax.plot([s for s, _ in val], [l for _, l in val], "o", color=st["color"], ms=3.5)
+            if r.status == "diverged":
+                s_end = r.diverge_step if r.diverge_step is not None else (train[-1][0] if train else 0)
+                y_end = min(train[-1][1], start) if train else start
+                ax.plot([s_end], [y_end], "X", color=st["color"], ms=11, mec="black")
+                ax.annotate("diverged", (s_end, y_end), textcoords="offset points", xytext=(4, 6), fontsize=8,
+                            color=st["color"])
+            elif r.status == "ok" and r.meta["final_val"] > unigram - 0.05 and val:
+                ax.plot([val[-1][0]], [val[-1][1]], "s", color=st["color"], ms=8, mec="black")
+            if r.status == "ok" and r.meta["rise"] > args.spike and r.meta["rise_step"] is not None:
+                y = dict(train).get(r.meta["rise_step"], unigram)
+                ax.plot([r.meta["rise_step"]], [min(y, start)], "^", color=st["color"], ms=9, mec="black")
+        ax.axhline(unigram, color="gray", lw=0.8, ls="--")
+        ax.text(args.steps, unigram, "unigram", fontsize=7, color="gray", ha="right", va="bottom")
+        ax.set_title("peak lr %s" % common.fmt_lr(lr))
+        ax.set_xlabel("step")
+        ax.set_ylim(max(0.0, min([l for r in runs for _, l in r.log["val"]] + [unigram]) - 0.2), start + 0.1)
+        ax.grid(alpha=0.3)
+    for j in range(n, rows * cols):
+        axes[j // cols][j % cols].axis("off")
+    axes[0][0].set_ylabel("loss (train: 10-step mean; dots: val)")
+    axes[0][0].legend(fontsize=7, loc="upper right")
+    fig.suptitle("LR sweep: %s; X = diverged, square = stuck at the unigram level, ^ = loss spike > %.1f nats" % (
+        "GPT-2 small (d12)" if args.gpu else "L=%d C=%d T=%d, %d steps" % (args.layers, args.channels, args.T,
+                                                                           args.steps), args.spike), fontsize=10)
+    fig.tight_layout()
+    common.save_figure(fig, args.results + ".png")
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    finite = [r.meta["final_val"] for r in runs if r.status == "ok"]
+    top = max(finite + [unigram]) + 0.15
+    for v in variants:
+        st = common.STYLE[v]
+        xs, ys = [], []
+        for lr in lrs:
+            r = by[(v, lr)]
+            if r.status == "ok":
+                xs.append(lr)
+                ys.append(r.meta["final_val"])
+            else:
+                ax.plot([lr], [top], "X", color=st["color"], ms=10, mec="black")
+        ax.plot(xs, ys, marker="o", color=st["color"], ls=st["ls"], label=v)
+    ax.axhline(unigram, color="gray", lw=0.8, ls="--", label="unigram baseline")
+    ax.set_xscale("log")
+    ax.set_xlabel("peak learning rate")
+    ax.set_ylabel("final val loss")
+    ax.set_title("final val loss (X at the top: diverged)", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    common.save_figure(fig, args.results + "_final.png")
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

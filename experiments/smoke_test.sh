@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Smoke test of the experiment tooling (docs/experiments.md): each script on a minimal setting (2-layer models,
+# a few steps, in a temporary folder), checking that its CSV, PNG and table appear with sane content, that a
+# diverging run (lr 1e30) is recorded as "diverged" without failing the script, and that a second run of a script
+# reuses its cached runs. Builds experiments/depth_probe with make when missing. Ends with "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.."
+PY=/usr/bin/python3
+[ -x $PY ] || PY=python3
+export OMP_NUM_THREADS=1
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok   - $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL - $1: $2"; }
+
+for target in reference_cpu experiments/depth_probe; do
+    [ -x $target ] || make -s $target > "$TMP/make.log" 2>&1 || { bad "make $target" "$(tail -n 3 "$TMP/make.log")"; }
+done
+[ -f data/kjv/kjv_train.bin ] || $PY data/prepare.py kjv > /dev/null 2>&1
+
+TINY=(--layers 2 --channels 32 --heads 2 -B 2 -T 16 --steps 6 --warmup 1 --val-every 3 --val-batches 2
+      --runs-dir "$TMP/runs" --jobs 2)
+
+# csv_check NAME FILE ROWS PYTHON_CONDITION: FILE has ROWS data rows and the condition holds for `rows` (dicts)
+csv_check() {
+    local name=$1 file=$2 n=$3 cond=$4 msg
+    if msg=$($PY - "$file" "$n" "$cond" 2>&1 <<'EOF'
+import csv, math, sys
+path, n, cond = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+rows = list(csv.DictReader(open(path)))
+assert len(rows) == n, "%d rows, expected %d" % (len(rows), n)
+assert eval("(" + cond + ")", {"math": math, "rows": rows}), "condition failed: %s; rows: %s" % (cond, rows[:4])
+EOF
+    ); then ok "$name"; else bad "$name" "$msg"; fi
+}
+png_check() {  # a PNG file of some substance
+    if [ "$(head -c 4 "$2" 2>/dev/null | od -An -c | tr -d ' ')" = "211PNG" ] && [ "$(wc -c < "$2")" -gt 10000 ]; then
+        ok "$1"; else bad "$1" "$2 is missing or not a plot"; fi
+}
+
+# ---- lr_sweep: two layouts, a sane lr and one that must diverge
+$PY experiments/lr_sweep.py "${TINY[@]}" --variants pre,siamese --lrs 1e-3,1e30 --results "$TMP/res/lr" \
+    > "$TMP/lr.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && ok "lr_sweep runs (a diverged run is a result, exit 0)" || bad "lr_sweep" "exit $rc: $(tail -n 5 "$TMP/lr.out")"
+csv_check "lr_sweep CSV: 4 runs, lr 1e30 diverged, lr 1e-3 finite and learning" "$TMP/res/lr.csv" 4 \
+    "all(r['status'] == ('diverged' if r['lr'] == '1e+30' else 'ok') for r in rows) and
+     all(5.0 < float(r['final_val_loss']) < 5.56 for r in rows if r['status'] == 'ok')"
+png_check "lr_sweep loss curves PNG" "$TMP/res/lr.png"
+png_check "lr_sweep final-loss PNG" "$TMP/res/lr_final.png"
+grep -q "diverged @1" "$TMP/res/lr.md" && grep -q "^| siamese |" "$TMP/res/lr.md" && ok "lr_sweep table" \
+    || bad "lr_sweep table" "$(cat "$TMP/res/lr.md")"
+cp "$TMP/res/lr.md" "$TMP/lr_first.md"
+$PY experiments/lr_sweep.py "${TINY[@]}" --variants pre,siamese --lrs 1e-3,1e30 --results "$TMP/res/lr" \
+    > "$TMP/lr2.out" 2>&1
+grep -q "0 of 4 to run (4 cached)" "$TMP/lr2.out" && cmp -s "$TMP/res/lr.md" "$TMP/lr_first.md" \
+    && ok "a second lr_sweep reuses the cached runs" || bad "lr_sweep cache" "$(head -n 2 "$TMP/lr2.out")"
+
+# ---- depth_use: the three layouts and one ablation, probed
+$PY experiments/depth_use.py "${TINY[@]}" --variants pre,post,siamese,siamese-no-ln-in --lr 1e-3 \
+    --probe-B 2 --probe-T 16 --probe-batches 2 --probe-threads 1 --results "$TMP/res/depth" > "$TMP/depth.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && ok "depth_use runs" || bad "depth_use" "exit $rc: $(tail -n 5 "$TMP/depth.out")"
+# per layout: base 1 + drop1 2 + rank 0 + greedy 0 (k = floor(0.3 * 2) = 0) + lens (2L+1 = 5 per stream);
+# siamese: + balance 5 + gain_share 5. pre 8, post 8, siamese 1+2+15+10 = 28, siamese-no-ln-in 28.
+csv_check "depth_use CSV: every probe of every layout" "$TMP/res/depth.csv" 72 \
+    "all(math.isfinite(float(r['value'])) for r in rows) and
+     all(0 < float(r['value']) < 1 for r in rows if r['probe'] in ('balance', 'gain_share')) and
+     {r['probe'] for r in rows} == {'base', 'drop1', 'lens', 'balance', 'gain_share'}"
+# the lens at the last boundary is the model itself: pre LN_f(x_2L), post x_2L, siamese joint
+csv_check "depth_use: the logit lens at the top equals the model's loss" "$TMP/res/depth.csv" 72 \
+    "all(abs(float(b['value']) - float(l['value'])) < 1e-5 for b in rows if b['probe'] == 'base'
+         for l in rows if l['variant'] == b['variant'] and l['probe'] == 'lens' and l['index'] == '4'
+         and l['stream'] in ('x', 'joint') and (l['stream'] == 'joint') == b['variant'].startswith('siamese'))"
+for f in drop balance lens; do png_check "depth_use $f PNG" "$TMP/res/depth_$f.png"; done
+[ -s "$TMP/res/depth_drop.md" ] && [ -s "$TMP/res/depth_balance.md" ] && [ -s "$TMP/res/depth_lens.md" ] \
+    && ok "depth_use tables" || bad "depth_use tables" "missing"
+
+# ---- the probe's greedy and ranked removal, on a 4-layer model (k = 1)
+$PY experiments/lr_sweep.py --layers 4 --channels 32 --heads 2 -B 2 -T 16 --steps 2 --warmup 1 --val-every 2 \
+    --val-batches 1 --runs-dir "$TMP/runs" --variants siamese --lrs 1e-3 --results "$TMP/res/l4" > /dev/null 2>&1
+ckpt=$(ls "$TMP"/runs/siamese_lr0.001-*/model_00000002.bin 2>/dev/null | head -n 1)
+if [ -n "$ckpt" ] && ./experiments/depth_probe -e "$ckpt" -j data/kjv/kjv_val.bin -b 2 -t 16 -m 2 \
+    > "$TMP/probe.csv" 2> "$TMP/probe.err" && grep -q "^greedy,1,," "$TMP/probe.csv" && grep -q "^rank,1,," "$TMP/probe.csv"; then
+    ok "depth_probe removes blocks greedily and by ranking"
+else bad "depth_probe greedy/rank" "$(cat "$TMP/probe.err" 2>/dev/null) $(tail -n 3 "$TMP/probe.csv" 2>/dev/null)"; fi
+./experiments/depth_probe -e /nonexistent.bin -j data/kjv/kjv_val.bin > /dev/null 2> "$TMP/err"
+[ $? -eq 1 ] && grep -q "^error:" "$TMP/err" && ok "depth_probe: a missing checkpoint is one error line" \
+    || bad "depth_probe missing checkpoint" "$(cat "$TMP/err")"
+
+# ---- addition: two layouts, one seed, 10 problems
+$PY experiments/addition.py --layers 2 --channels 32 --heads 2 -B 2 -T 32 --steps 4 --warmup 1 --val-every 2 \
+    --val-batches 1 --answers 10 --seeds 1,2 --variants pre,post --runs-dir "$TMP/runs" --results "$TMP/res/add" \
+    > "$TMP/add.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && ok "addition runs" || bad "addition" "exit $rc: $(tail -n 5 "$TMP/add.out")"
+csv_check "addition CSV: 4 runs with an accuracy in [0, 1]" "$TMP/res/add.csv" 4 \
+    "all(r['status'] == 'ok' and 0 <= float(r['final_acc']) <= 1 for r in rows)"
+csv_check "addition curves CSV: accuracy at steps 0, 2, 4" "$TMP/res/add_curves.csv" 12 \
+    "sorted({int(r['step']) for r in rows}) == [0, 2, 4]"
+png_check "addition PNG" "$TMP/res/add.png"
+grep -q "^| post |" "$TMP/res/add.md" && ok "addition table" || bad "addition table" "$(cat "$TMP/res/add.md")"
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
