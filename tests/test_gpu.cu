@@ -190,18 +190,18 @@ static void check_against_cpu(const Problem& p, double norm_bound, double max_bo
     cpu::gpt2_free(&ref);
 }
 
-// small shapes: every odd corner at least once (C not a multiple of 32, head size 20, T not a multiple of 32,
-// a vocabulary of 60 padded to 128)
+// small shapes: every odd corner at least once (C not a multiple of 32, odd head sizes, T not a multiple of 32, a
+// vocabulary of 60 padded to 128, row blocks of one warp and of two, the second one partly past C)
 TEST_CASE("pre: logits, loss and every gradient match the CPU reference") {
-    check_against_cpu(make_problem("pre", NORM_PRE, 0, 2, 80, 4, 32, 60, 3, 20), SMALL_NORM_BOUND, SMALL_MAX_BOUND);
+    check_against_cpu(make_problem("pre", NORM_PRE, 0, 2, 136, 4, 32, 60, 3, 20), SMALL_NORM_BOUND, SMALL_MAX_BOUND);
 }
 
 TEST_CASE("post: logits, loss and every gradient match the CPU reference") {
-    check_against_cpu(make_problem("post", NORM_POST, 0, 3, 96, 3, 40, 60, 2, 33), SMALL_NORM_BOUND, SMALL_MAX_BOUND);
+    check_against_cpu(make_problem("post", NORM_POST, 0, 3, 144, 3, 40, 60, 2, 33), SMALL_NORM_BOUND, SMALL_MAX_BOUND);
 }
 
 TEST_CASE("siamese: logits, loss and every gradient match the CPU reference") {
-    check_against_cpu(make_problem("siamese", NORM_SIAMESE, 0, 3, 64, 4, 32, 60, 3, 24), SMALL_NORM_BOUND,
+    check_against_cpu(make_problem("siamese", NORM_SIAMESE, 0, 3, 192, 6, 32, 60, 3, 24), SMALL_NORM_BOUND,
                       SMALL_MAX_BOUND);
 }
 
