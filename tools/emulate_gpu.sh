@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Runs the CUDA trainer's own source on the CPU, for checking kernel changes on a machine without a GPU:
+#   1. tests/test_gpu.cu built against tools/cuda_emulator (every case but the 12-layer ones: too slow here),
+#   2. ./train_gpt2cu's main, emulated, against ./reference_cpu with the same flags: main.log must match
+#      (losses, norms, learning rates, validation), apart from the timings.
+# The emulator runs each block's threads as coroutines with adversarial interleavings and computes the cuBLAS calls
+# from their definition (see tools/cuda_emulator/cuda_runtime.h for what it can and cannot show). It is not a
+# substitute for tests/gpu_check.sh on a GPU. About 10 minutes on two cores. Needs g++, perl, the KJV shards.
+# Usage: bash tools/emulate_gpu.sh
+set -u
+cd "$(dirname "$0")/.."
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+DOCTEST=${DOCTEST:-/usr/include/doctest}
+mkdir -p "$W/src/tests"
+cp train_gpt2.cu siamese.cuh cuda_common.cuh gpt2_common.h reference_cpu.cpp "$W/src/"
+cp tests/test_gpu.cu "$W/src/tests/"
+# kernel<<<grid, block>>>(args)  ->  emu_launch(kernel, grid, block)(args)
+perl -0pi -e 's/(\w+(?:<decltype\(vals\)::value>)?)<<<(.+?)>>>\(/emu_launch($1, $2)(/g' \
+    "$W/src/train_gpt2.cu" "$W/src/siamese.cuh" "$W/src/cuda_common.cuh"
+if grep -n "<<<" "$W/src/train_gpt2.cu" "$W/src/siamese.cuh" "$W/src/cuda_common.cuh"; then
+    echo "a kernel launch was not rewritten"; echo "0 passed, 1 failed"; exit 1
+fi
+FLAGS=(-O2 -std=c++17 -fopenmp -x c++ -I"$PWD/tools/cuda_emulator" -Wno-unused-function -Wno-psabi)
+g++ "${FLAGS[@]}" -I"$DOCTEST" -o "$W/test_gpu" "$W/src/tests/test_gpu.cu" || { echo "0 passed, 1 failed"; exit 1; }
+g++ "${FLAGS[@]}" -o "$W/train" "$W/src/train_gpt2.cu" || { echo "0 passed, 1 failed"; exit 1; }
+make -s reference_cpu || exit 1
+
+passed=0 failed=0
+"$W/test_gpu" -tce="*GPT-2 small*" | grep -E "GRADCHECK|STEPCHECK|test cases|EMU|ERROR"
+if [ "${PIPESTATUS[0]}" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+
+FL=(--norm siamese --layers 2 --channels 64 --heads 2 -b 4 -t 32 -x 8 -l 1e-3 -u 3 -q 0.1 -v 4 -m 2 -s 8 -g 16
+    -c 0.1 -d 256)
+"$W/train" "${FL[@]}" -o "$W/gpu" > "$W/gpu.txt" 2>&1
+./reference_cpu "${FL[@]}" -o "$W/cpu" > "$W/cpu.txt" 2>&1
+# the same lines, each number within 1e-5 relative (the timings aside)
+if python3 - "$W/cpu/main.log" "$W/gpu/main.log" <<'EOF'
+import sys
+a, b = (open(p).read().split("\n") for p in sys.argv[1:])
+ok = len(a) == len(b) and len(a) > 1
+for la, lb in zip(a, b):
+    fa, fb = la.split(), lb.split()
+    ok &= len(fa) == len(fb)
+    for x, y in zip(fa, fb):
+        kx, _, vx = x.partition(":")
+        ky, _, vy = y.partition(":")
+        ok &= kx == ky and (kx == "ms" or (kx == "s" and vx == vy) or
+                            abs(float(vx) - float(vy)) <= 1e-5 * abs(float(vx)) + 1e-9)
+    if not ok:
+        print("differs:", la, "|", lb)
+        break
+sys.exit(0 if ok else 1)
+EOF
+then
+    echo "emulated train_gpt2cu and reference_cpu wrote the same main.log ($(wc -l < "$W/gpu/main.log") lines)"
+    passed=$((passed + 1))
+else
+    echo "main.log differs (above); emulated run's end:"; tail -n 5 "$W/gpu.txt"
+    failed=$((failed + 1))
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
