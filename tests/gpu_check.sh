@@ -23,6 +23,10 @@ status() {
     STATUS+=("$1=$2")
 }
 
+# the CUDA toolkit where it usually lives, if it is not on the path (nvcc to build, libcublas to run)
+command -v nvcc > /dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"; }
+[ -d /usr/local/cuda/lib64 ] && export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
 step "device"
 nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version,clocks.max.sm --format=csv,noheader ||
     echo "nvidia-smi failed"
