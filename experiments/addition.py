@@ -7,7 +7,7 @@ learning rate; --seed changes the initialization only (the data order is the sam
 trainer (--eval-answers N: the first N val problems, which share no pair {a, b} with train) at every validation.
 Writes RESULTS.csv (one row per run), RESULTS_curves.csv (accuracy at every validation), RESULTS.png and RESULTS.md.
 
-    /usr/bin/python3 experiments/addition.py                  # CPU default: 3-digit operands, L=8 C=64, 3 seeds
+    /usr/bin/python3 experiments/addition.py                  # CPU default: 2-digit operands, L=8 C=64, 2 seeds
     /usr/bin/python3 experiments/addition.py --gpu            # GPT-2 small (d12) on ./train_gpt2cu, 4 digits
 """
 import argparse
@@ -21,8 +21,8 @@ import common  # noqa: E402
 
 common.use_plotting_python()
 
-CPU = dict(digits=3, layers=8, channels=64, heads=4, B=16, T=64, total=0, steps=1000, warmup=50, lr=3e-3,
-           val_every=250, val_batches=8, answers=500, seeds="1,2,3")
+CPU = dict(digits=2, layers=8, channels=64, heads=4, B=16, T=32, total=0, steps=3000, warmup=100, lr=3e-3,
+           val_every=500, val_batches=8, answers=500, seeds="1,2")
 GPU = dict(digits=4, layers=12, channels=768, heads=12, B=32, T=512, total=131072, steps=3000, warmup=200,
            lr=6e-4, val_every=250, val_batches=20, answers=500, seeds="1,2,3")
 
@@ -100,7 +100,7 @@ def main():
     args = parse_args()
     common.prepare_trainer(args)
     if not args.train:
-        args.train, args.val = ensure_data(args.digits)
+        args.train, args.val = data_paths(args.digits)[1:] if common.DRY_RUN else ensure_data(args.digits)
     common.ensure_file(args.train, "prepare it with data/prepare.py addition")
     common.ensure_file(args.val, "prepare it with data/prepare.py addition")
     variants = common.parse_variants(args.variants)
@@ -146,6 +146,8 @@ def main():
 
 
 def plot(args, runs, variants, seeds):
+    if not common.PLOTS:
+        return
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -24,11 +25,15 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLOT_PYTHON = "/usr/bin/python3"  # Debian's, with python3-matplotlib and numpy
 
 
+PLOTS = True  # False: no matplotlib here and --no-plot given; CSVs and tables only
+
+
 def use_plotting_python():
-    """Re-run the calling script under Debian's python3 when this interpreter lacks matplotlib or numpy."""
+    """Re-run the calling script under Debian's python3 when this interpreter lacks matplotlib. With --no-plot
+    (a machine without matplotlib, e.g. a GPU box), go on without plots."""
+    global PLOTS
     try:
         import matplotlib  # noqa: F401
-        import numpy  # noqa: F401
         return
     except ImportError:
         pass
@@ -36,8 +41,11 @@ def use_plotting_python():
             and not os.environ.get("EXPERIMENTS_REEXEC")):
         os.environ["EXPERIMENTS_REEXEC"] = "1"
         os.execv(PLOT_PYTHON, [PLOT_PYTHON, os.path.abspath(sys.argv[0])] + sys.argv[1:])
-    sys.exit("error: the experiments need matplotlib and numpy (Debian: apt-get install python3-matplotlib); "
-             "run them with %s" % PLOT_PYTHON)
+    if "--no-plot" in sys.argv:
+        PLOTS = False
+        return
+    sys.exit("error: the plots need matplotlib (Debian: apt-get install python3-matplotlib); run the experiments "
+             "with %s, or pass --no-plot for the CSVs and tables alone" % PLOT_PYTHON)
 
 
 # The layouts and the two siamese ablations, as trainer flags; colors and line styles for every plot.
@@ -142,8 +150,15 @@ class Run:
         return "ok"
 
 
+DRY_RUN = False  # --dry-run: print the trainer commands, run nothing
+
+
 def run_all(runs, jobs=2, threads=1, fresh=False, what="runs"):
     """Runs what is not cached, `jobs` at a time with OMP_NUM_THREADS=threads each; prints one line per run."""
+    if DRY_RUN:
+        for r in runs:
+            print(" ".join(shlex.quote(a) for a in r.argv))
+        sys.exit(0)
     todo = [r for r in runs if fresh or not r.cached()]
     print("%s: %d of %d to run (%d cached), %d at a time, %d thread(s) each"
           % (what, len(todo), len(runs), len(runs) - len(todo), jobs, threads), flush=True)
@@ -208,15 +223,25 @@ def smooth(values, window):
     return out
 
 
+def read_tokens(path):
+    import array
+    tokens = array.array("H")
+    with open(path, "rb") as f:
+        f.seek(1024)
+        tokens.frombytes(f.read())
+    if sys.byteorder == "big":
+        tokens.byteswap()
+    return tokens
+
+
 def unigram_loss(train_shard, val_shard):
     """The val loss of the best context-free model: cross-entropy of val tokens under train's token frequencies
     (add-one smoothed). A model whose val loss stays at this level has learned nothing from context."""
-    import numpy as np
-    tr = np.fromfile(train_shard, dtype="<u2", offset=1024)
-    va = np.fromfile(val_shard, dtype="<u2", offset=1024)
-    V = int(max(tr.max(), va.max())) + 1
-    p = (np.bincount(tr, minlength=V) + 1.0) / (len(tr) + V)
-    return float(-np.log(p[va]).mean())
+    from collections import Counter
+    train, val = Counter(read_tokens(train_shard)), Counter(read_tokens(val_shard))
+    V = max(max(train), max(val)) + 1
+    n = sum(train.values())
+    return -sum(c * math.log((train.get(t, 0) + 1.0) / (n + V)) for t, c in val.items()) / sum(val.values())
 
 
 def write_csv(path, header, rows):
@@ -262,7 +287,7 @@ def ensure_binary(binary, make_target=None):
 
 
 def ensure_file(path, hint):
-    if not os.path.exists(path):
+    if not DRY_RUN and not os.path.exists(path):
         sys.exit("error: %s is missing (%s)" % (path, hint))
 
 
@@ -276,6 +301,8 @@ def common_arguments(p, results_default):
     p.add_argument("--results", default=results_default,
                    help="prefix of the CSV, PNG and table files (default %(default)s)")
     p.add_argument("--fresh", action="store_true", help="rerun even the runs that are cached")
+    p.add_argument("--dry-run", action="store_true", help="print the trainer commands and stop")
+    p.add_argument("--no-plot", action="store_true", help="CSVs and tables only, where matplotlib is missing")
     p.add_argument("--seed", type=int, default=1337, help="initialization seed (default 1337)")
     p.add_argument("--steps", type=int, help="training steps (-x)")
     p.add_argument("--train", help="train shard(s) (-i)")
@@ -287,7 +314,11 @@ def trainer(args):
 
 
 def prepare_trainer(args):
+    global DRY_RUN
     os.chdir(REPO)
+    DRY_RUN = args.dry_run
+    if DRY_RUN:
+        return
     if args.jobs is None:
         args.jobs = 1 if args.gpu else 2
     if args.gpu:

@@ -16,11 +16,12 @@ on the val shard, without any fine-tuning,
 (b)'s gains are read here from the checkpoint. Writes RESULTS.csv (every number, long format), RESULTS_drop.png,
 RESULTS_balance.png, RESULTS_lens.png and RESULTS.md (the printed tables).
 
-    /usr/bin/python3 experiments/depth_use.py          # CPU default: the LR sweep's models at lr 6e-3 (cached)
+    /usr/bin/python3 experiments/depth_use.py          # CPU default: the LR sweep's models at lr 3e-3 (cached)
     /usr/bin/python3 experiments/depth_use.py --gpu    # d12 models from ./train_gpt2cu; the probe still runs on
                                                        # the CPU (slow at d12: hours on a few cores)
 """
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -34,17 +35,21 @@ common.use_plotting_python()
 PROBE = "experiments/depth_probe"
 PROBE_CPU = dict(B=8, T=64, batches=16)
 PROBE_GPU = dict(B=2, T=1024, batches=4)
-DEFAULT_LR = dict(cpu=6e-3, gpu=2e-3)
+DEFAULT_LR = dict(cpu=3e-3, gpu=2e-3)
 
 
-def read_checkpoint(path):
-    """The header and the named parameter tensors of a checkpoint (order: parameter_specs in gpt2_common.h)."""
-    import numpy as np
-    h = np.fromfile(path, dtype="<i4", count=256)
+def checkpoint_layout(path):
+    """The header of a checkpoint and where each named tensor lies in it: {name: (offset in floats, size)}, in the
+    order of parameter_specs (gpt2_common.h). Checks the file size against the header."""
+    import array
+    with open(path, "rb") as f:
+        h = array.array("i")
+        h.frombytes(f.read(1024))
+    if sys.byteorder == "big":
+        h.byteswap()
     if h[0] != 20240326 or h[1] != 3:
         sys.exit("error: %s is not a float32 model checkpoint" % path)
-    maxT, V, L, NH, C, Vp, norm, ablations = (int(v) for v in h[2:10])
-    flat = np.fromfile(path, dtype="<f4", offset=1024)
+    maxT, V, L, NH, C, Vp, norm, ablations = h[2:10]
     siamese = norm == 2
     specs = [("wte", Vp * C), ("wpe", maxT * C)]
     for k in (1, 2):
@@ -58,28 +63,44 @@ def read_checkpoint(path):
         specs += [("lnfw", C), ("lnfb", C)]
     elif siamese:
         specs += [(n, C) for n in ("lnfxw", "lnfxb", "lnfyw", "lnfyb", "lnfw", "lnfb")]
-    if sum(n for _, n in specs) != flat.size:
-        sys.exit("error: %s holds %d parameters, the header implies %d" % (path, flat.size, sum(n for _, n in specs)))
-    tensors, off = {}, 0
+    total = sum(n for _, n in specs)
+    if os.path.getsize(path) != 1024 + 4 * total:
+        sys.exit("error: %s has %d bytes, the header implies %d" % (path, os.path.getsize(path), 1024 + 4 * total))
+    layout, off = {}, 0
     for name, n in specs:
-        tensors[name] = flat[off:off + n]
+        layout[name] = (off, n)
         off += n
-    cfg = dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, norm=norm, ablations=ablations)
-    return cfg, tensors
+    return dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, norm=norm, ablations=ablations), layout
+
+
+def read_tensor(path, layout, name):
+    import array
+    off, n = layout[name]
+    t = array.array("f")
+    with open(path, "rb") as f:
+        f.seek(1024 + 4 * off)
+        t.frombytes(f.read(4 * n))
+    if sys.byteorder == "big":
+        t.byteswap()
+    return t
 
 
 def gain_shares(path):
     """[(s, share_x)] for every sub-layer s = 2l + k and the head (s = 2L), from the LN_x and LN_y gains."""
-    import numpy as np
-    cfg, t = read_checkpoint(path)
+    cfg, layout = checkpoint_layout(path)
     L, C = cfg["L"], cfg["C"]
+
+    def norm(v):
+        return math.sqrt(sum(x * x for x in v))
+
     out = []
+    gains = {name: read_tensor(path, layout, name) for name in ("ln1xw", "ln1yw", "ln2xw", "ln2yw", "lnfxw", "lnfyw")}
     for s in range(2 * L):
         l, k = divmod(s, 2)
-        gx = np.linalg.norm(t["ln%dxw" % (k + 1)][l * C:(l + 1) * C])
-        gy = np.linalg.norm(t["ln%dyw" % (k + 1)][l * C:(l + 1) * C])
+        gx = norm(gains["ln%dxw" % (k + 1)][l * C:(l + 1) * C])
+        gy = norm(gains["ln%dyw" % (k + 1)][l * C:(l + 1) * C])
         out.append((s, gx / (gx + gy)))
-    gx, gy = np.linalg.norm(t["lnfxw"]), np.linalg.norm(t["lnfyw"])
+    gx, gy = norm(gains["lnfxw"]), norm(gains["lnfyw"])
     out.append((2 * L, gx / (gx + gy)))
     return out
 
@@ -152,7 +173,8 @@ def parse_args(argv=None):
 def main():
     args = parse_args()
     common.prepare_trainer(args)
-    common.ensure_binary(PROBE, "experiments")
+    if not common.DRY_RUN:
+        common.ensure_binary(PROBE, "experiments")
     common.ensure_file(args.train, "prepare it with data/prepare.py")
     common.ensure_file(args.val, "prepare it with data/prepare.py")
     variants = common.parse_variants(args.variants)
@@ -241,6 +263,8 @@ def main():
 
 
 def plot(args, results, L):
+    if not common.PLOTS:
+        return
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -267,6 +291,7 @@ def plot(args, results, L):
     ax1.set_title("single block removed", fontsize=9)
     ax1.grid(alpha=0.3)
     ax1.legend(fontsize=7)
+    ax2.xaxis.get_major_locator().set_params(integer=True)
     ax2.set_xlabel("blocks removed (k)")
     ax2.set_ylabel("val loss increase (nats)")
     ax2.set_yscale("symlog", linthresh=0.01)

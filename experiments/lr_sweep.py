@@ -5,11 +5,11 @@ Every run has the same data, seed, batch and schedule (linear warmup, cosine dec
 the peak learning rate change. Writes RESULTS.csv (one row per run), RESULTS.png (loss curves, one panel per
 learning rate), RESULTS_final.png (final val loss against the learning rate) and RESULTS.md (the printed table).
 
-    /usr/bin/python3 experiments/lr_sweep.py                  # CPU default: KJV bytes, L=8 C=64, ~20 CPU-minutes
+    /usr/bin/python3 experiments/lr_sweep.py                  # CPU default: KJV bytes, L=8 C=64, ~25 CPU-minutes
     /usr/bin/python3 experiments/lr_sweep.py --gpu            # GPT-2 small (d12) on ./train_gpt2cu, fineweb
 
 A run that diverges (the trainer stops with `error: ... diverged`) is a result: its curve ends with an X. A loss
-spike is a rise of the train loss by more than --spike nats above its running minimum after warmup (marked ^).
+spike is a rise of the train loss by more than --spike nats above its running minimum, warmup included (marked ^).
 A run whose final val loss is not below the unigram baseline (the loss of token frequencies alone) - 0.05 learned
 nothing from context: "stuck" (marked with a square, and * in the table).
 """
@@ -23,11 +23,11 @@ import common  # noqa: E402
 
 common.use_plotting_python()
 
-# CPU: a deeper-than-wide tiny model on KJV bytes, a few hundred steps. GPU: GPT-2 small on fineweb (prepare it
-# with `python3 data/prepare.py fineweb --docs 400000`, about 0.4B tokens) at llm.c's batch of 0.5M tokens.
+# CPU: a deeper-than-wide tiny model on KJV bytes, a few hundred steps. GPU: GPT-2 small on fineweb at llm.c's batch
+# of 0.5M tokens, 2000 steps = 1B tokens (prepare about that much: `python3 data/prepare.py fineweb --docs 1000000`).
 CPU = dict(train="data/kjv/kjv_train.bin", val="data/kjv/kjv_val.bin", shape=None, layers=8, channels=64, heads=4,
            B=16, T=64, total=0, steps=300, warmup=30, val_every=50, val_batches=16,
-           lrs="2e-3,6e-3,1.2e-2,2.4e-2")
+           lrs="3e-4,1e-3,3e-3,1.2e-2,3e-2")
 GPU = dict(train="data/fineweb/fineweb_train.bin", val="data/fineweb/fineweb_val.bin", shape="d12", layers=12,
            channels=768, heads=12, B=32, T=1024, total=524288, steps=2000, warmup=200, val_every=250,
            val_batches=20, lrs="6e-4,2e-3,4e-3,8e-3")
@@ -100,7 +100,7 @@ def main():
     rows = []
     for r in runs:
         train, val = r.log["train"], r.log["val"]
-        rise, rise_step = common.max_rise(train, args.warmup)
+        rise, rise_step = common.max_rise(train, -1)
         last = [l for _, l in train[-10:] if math.isfinite(l)]
         final_val = val[-1][1] if (val and r.status == "ok") else float("nan")
         best_val = min((l for _, l in val), default=float("nan"))
@@ -143,13 +143,15 @@ def main():
 
 
 def plot(args, runs, variants, lrs, unigram):
+    if not common.PLOTS:
+        return
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     by = {(r.meta["variant"], r.meta["lr"]): r for r in runs}
     n = len(lrs)
-    cols = min(n, 4)
+    cols = n if n <= 5 else 4
     rows = (n + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.6 * rows), squeeze=False, sharey=True)
     start = max([l for r in runs for _, l in r.log["val"][:1]] + [unigram + 1])
