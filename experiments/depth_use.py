@@ -315,6 +315,8 @@ def plot(args, results, L):
             ax.plot([r["index"] / 2 for r in a], [r["value"] for r in a], marker="x", color=st["color"], ls=":",
                     label="%s: activations" % v)
         ax.axhline(0.5, color="gray", lw=0.8, ls="--")
+        shares = [r["value"] for v in siam for r in get(v, "gain_share") + get(v, "balance")]
+        ax.set_ylim(min([0.3] + [x - 0.02 for x in shares]), max([0.7] + [x + 0.02 for x in shares]))
         ax.set_xlabel("sub-layer boundary s/2 (block l: l = attention, l+0.5 = MLP; %d = head)" % L)
         ax.set_ylabel("X share of the LN_in input")
         ax.set_title("Stream balance: |LN_x term| / (|LN_x term| + |LN_y term|)", fontsize=9)

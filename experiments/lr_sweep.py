@@ -5,7 +5,7 @@ Every run has the same data, seed, batch and schedule (linear warmup, cosine dec
 the peak learning rate change. Writes RESULTS.csv (one row per run), RESULTS.png (loss curves, one panel per
 learning rate), RESULTS_final.png (final val loss against the learning rate) and RESULTS.md (the printed table).
 
-    /usr/bin/python3 experiments/lr_sweep.py                  # CPU default: KJV bytes, L=8 C=64, ~25 CPU-minutes
+    /usr/bin/python3 experiments/lr_sweep.py                  # CPU default: KJV bytes, L=8 C=64, ~27 CPU-minutes
     /usr/bin/python3 experiments/lr_sweep.py --gpu            # GPT-2 small (d12) on ./train_gpt2cu, fineweb
 
 A run that diverges (the trainer stops with `error: ... diverged`) is a result: its curve ends with an X. A loss
@@ -131,8 +131,9 @@ def main():
         ok = [(by[(v, lr)].meta["final_val"], v) for v in variants if by[(v, lr)].status == "ok"]
         best.append(min(ok)[1] if ok else "-")
     table.append(["best"] + best)
-    emit = "Final val loss after %d steps (%s, L=%s C=%s, B=%d T=%d); * = not below the unigram baseline %.4f - 0.05" \
-        % (args.steps, "GPU d12" if args.gpu else "CPU", args.layers, args.channels, args.B, args.T, unigram)
+    emit = ("Final val loss after %d steps (%s, L=%s C=%s, B=%d T=%d, seed %d); * = not below the unigram baseline "
+            "%.4f - 0.05" % (args.steps, "GPU d12" if args.gpu else "CPU", args.layers, args.channels, args.B, args.T,
+                             args.seed, unigram))
     common.emit_table(args.results + ".md", emit, ["variant"] + ["lr %s" % common.fmt_lr(lr) for lr in lrs], table)
 
     plot(args, runs, variants, lrs, unigram)
