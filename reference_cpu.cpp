@@ -90,40 +90,43 @@ static void layernorm_forward(real* out, real* mean, real* rstd, const real* inp
 }
 
 // With xhat = (x - mean) * rstd and g = w * dout:  dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),
-// dw = sum over rows of xhat * dout, db = sum over rows of dout.
+// dw = sum over rows of xhat * dout, db = sum over rows of dout. Rows go in fixed chunks of 16: each chunk sums its
+// own dw, db, and the chunks are then added in order, so the result does not depend on the number of threads.
 static void layernorm_backward(real* dinp, real* dw, real* db, const real* dout, const real* inp, const real* w,
                                const real* mean, const real* rstd, int N, int C) {
+    const int ROWS = 16;
+    int chunks = (N + ROWS - 1) / ROWS;
+    std::vector<real> partial((size_t)chunks * 2 * C, 0);  // per chunk: dw (C), then db (C)
 #pragma omp parallel for
-    for (int n = 0; n < N; n++) {
-        const real* x = inp + (size_t)n * C;
-        const real* g = dout + (size_t)n * C;
-        real m = mean[n], s = rstd[n];
-        real gmean = 0, gxmean = 0;
-        for (int i = 0; i < C; i++) {
-            real xhat = (x[i] - m) * s;
-            gmean += w[i] * g[i];
-            gxmean += w[i] * g[i] * xhat;
-        }
-        gmean /= C;
-        gxmean /= C;
-        real* dx = dinp + (size_t)n * C;
-        for (int i = 0; i < C; i++) {
-            real xhat = (x[i] - m) * s;
-            dx[i] += s * (w[i] * g[i] - gmean - xhat * gxmean);
+    for (int k = 0; k < chunks; k++) {
+        real* pdw = partial.data() + (size_t)k * 2 * C;
+        real* pdb = pdw + C;
+        for (int n = k * ROWS; n < N && n < (k + 1) * ROWS; n++) {
+            const real* x = inp + (size_t)n * C;
+            const real* g = dout + (size_t)n * C;
+            real m = mean[n], s = rstd[n];
+            real gmean = 0, gxmean = 0;
+            for (int i = 0; i < C; i++) {
+                real xhat = (x[i] - m) * s;
+                gmean += w[i] * g[i];
+                gxmean += w[i] * g[i] * xhat;
+            }
+            gmean /= C;
+            gxmean /= C;
+            real* dx = dinp + (size_t)n * C;
+            for (int i = 0; i < C; i++) {
+                real xhat = (x[i] - m) * s;
+                dx[i] += s * (w[i] * g[i] - gmean - xhat * gxmean);
+                pdw[i] += xhat * g[i];
+                pdb[i] += g[i];
+            }
         }
     }
-    // parameter gradients: parallel over channels, each summed over rows in order (deterministic)
-#pragma omp parallel for
-    for (int i = 0; i < C; i++) {
-        real dwi = 0, dbi = 0;
-        for (int n = 0; n < N; n++) {
-            real xhat = (inp[(size_t)n * C + i] - mean[n]) * rstd[n];
-            dwi += xhat * dout[(size_t)n * C + i];
-            dbi += dout[(size_t)n * C + i];
+    for (int k = 0; k < chunks; k++)
+        for (int i = 0; i < C; i++) {
+            dw[i] += partial[(size_t)k * 2 * C + i];
+            db[i] += partial[(size_t)k * 2 * C + C + i];
         }
-        dw[i] += dwi;
-        db[i] += dbi;
-    }
 }
 
 // ----------------------------------------------------------------------------------------------------------------
