@@ -607,6 +607,7 @@ typedef struct {
     int layers, channels, heads, max_seq_len, vocab, norm, ablations;  // 0 (-1 for norm): not given
     int B, T, total_batch, warmup, max_steps, val_every, val_steps, sample_every, gen_tokens;
     int checkpoint_every, resume, overfit, tf32, eval_answers;
+    int recompute;  // -r: CUDA trainer only, recompute GELU and LayerNorm outputs in the backward pass (0 or 1)
     double lr, final_frac, weight_decay, grad_clip;
     uint64_t seed;
 } TrainOptions;
@@ -638,6 +639,8 @@ static void print_usage(const char* program) {
             "  --eval-answers N    at each validation, exact-match accuracy of greedy answers on the first N\n"
             "                      'question=answer' lines of the validation shard (the addition task; default 0)\n"
             "  -f 0|1      CUDA trainer only: TF32 tensor cores for the float32 matrix products (default 0)\n"
+            "  -r 0|1      CUDA trainer only: recompute the GELU and LayerNorm outputs in the backward pass instead\n"
+            "              of keeping them, for less memory (default 0; the CPU trainer keeps them and ignores -r)\n"
             "  threads (CPU): OMP_NUM_THREADS\n",
             program);
 }
@@ -716,6 +719,7 @@ static TrainOptions parse_options(int argc, char** argv) {
         else if (!strcmp(f, "-y")) o.resume = (int)parse_int(f, v);
         else if (!strcmp(f, "-a")) o.overfit = (int)parse_int(f, v);
         else if (!strcmp(f, "-f")) o.tf32 = (int)parse_int(f, v);
+        else if (!strcmp(f, "-r")) o.recompute = (int)parse_int(f, v);
         else if (!strcmp(f, "--eval-answers")) o.eval_answers = (int)parse_int(f, v);
         else fail("unknown flag '%s' (see -h)", f);
     }
@@ -735,6 +739,7 @@ static TrainOptions parse_options(int argc, char** argv) {
     if (o.checkpoint_every < 0) fail("-n must be >= 0");
     if ((o.resume != 0 && o.resume != 1) || (o.overfit != 0 && o.overfit != 1) || (o.tf32 != 0 && o.tf32 != 1))
         fail("-y, -a and -f take 0 or 1");
+    if (o.recompute != 0 && o.recompute != 1) fail("-r takes 0 or 1");
     if (o.resume && !o.out_dir) fail("-y 1 needs -o <dir> to find the checkpoint in");
     if (o.vocab < 0 || o.layers < 0 || o.channels < 0 || o.heads < 0 || o.max_seq_len < 0)
         fail("--vocab, --layers, --channels, --heads and --max-seq-len must be positive");
