@@ -932,214 +932,63 @@ static void gpt2_free(GPT2* m) {
 // ----------------------------------------------------------------------------------------------------------------
 // sampling: draws from the model's distribution at the last position, one token at a time (no KV cache)
 
-static void generate(GPT2* m, const Tokenizer* tok, int start_token, int steps, uint64_t* rng) {
-    std::vector<int> tokens(steps + 1, start_token);
-    int Vp = m->config.padded_vocab_size;
-    for (int t = 1; t <= steps; t++) {
-        gpt2_forward(m, tokens.data(), nullptr, 1, t);
-        tokens[t] = sample_from(m->acts.probs + (size_t)(t - 1) * Vp, m->config.vocab_size, random_uniform(rng));
-        tokenizer_print(tok, tokens[t]);
-    }
-    printf("\n");
-    fflush(stdout);
-}
-
-
 // ----------------------------------------------------------------------------------------------------------------
-// the trainer: llm.c's flags where the meaning is the same, plus --norm and the model-shape flags
+// the trainer: the training loop is train_main in gpt2_common.h, shared with the CUDA trainer; these are its hooks
 
 #ifndef REFERENCE_CPU_NO_MAIN
 
-// mean loss over up to max_batches batches of the validation shards, from their start
-static double validation_loss(GPT2* model, DataLoader* val, int max_batches) {
-    long long tokens = 0;
-    for (long long n : val->num_tokens) tokens += n;
-    long long fit = tokens / ((long long)val->B * val->T);
-    int batches = fit < max_batches ? (int)fit : max_batches;
-    dataloader_reset(val);
-    double sum = 0;
-    for (int i = 0; i < batches; i++) {
-        dataloader_next_batch(val);
-        gpt2_forward(model, val->inputs.data(), val->targets.data(), val->B, val->T);
-        sum += model->mean_loss;
-    }
-    return sum / batches;
+static void train_backend_init(GPT2*, const TrainOptions& o) {
+    if (o.tf32) fail("-f (TF32) applies to the CUDA trainer only");
 }
 
-int main(int argc, char** argv) {
-    TrainOptions o = parse_options(argc, argv);
-    if (o.tf32) fail("-f (TF32) applies to the CUDA trainer only");
-    int B = o.B, T = o.T;
-    DataLoader train, val;
-    dataloader_init(&train, o.train_pattern, B, T);
-    if (o.val_every > 0) dataloader_init(&val, o.val_pattern, B, T);
+static double train_micro_step(GPT2* m, const int* inputs, const int* targets, int B, int T, double loss_scale) {
+    gpt2_forward(m, inputs, targets, B, T);
+    if (std::isfinite(m->mean_loss)) gpt2_backward(m, (real)loss_scale);
+    return m->mean_loss;
+}
 
-    // the model: resumed from -o, loaded from -e <file>, or new
-    GPT2 model;
-    char path[4096];
-    int resume_step = o.resume ? latest_checkpoint(o.out_dir) : -1;
-    if (o.resume && resume_step < 0) fail("-y 1: no complete checkpoint (DONE_<step>) in '%s'", o.out_dir);
-    if (resume_step >= 0 || (o.model && !is_shape_name(o.model))) {
-        if (resume_step >= 0) snprintf(path, sizeof(path), "%s/model_%08d.bin", o.out_dir, resume_step);
-        else snprintf(path, sizeof(path), "%s", o.model);
-        gpt2_build_from_checkpoint(&model, path);
-        check_loaded_config(model.config, o);
-    } else {
-        gpt2_init_random(&model, new_model_config(o, train.vocab_size), o.seed);
-    }
-    const GPT2Config& cfg = model.config;
-    if (T > cfg.max_seq_len) fail("-t %d exceeds the model's maximum sequence length %d", T, cfg.max_seq_len);
-    if (train.vocab_size > cfg.vocab_size || (o.val_every > 0 && val.vocab_size > cfg.vocab_size))
-        fail("the data's vocabulary (%d) is larger than the model's (%d)", train.vocab_size, cfg.vocab_size);
+static double train_eval_loss(GPT2* m, const int* inputs, const int* targets, int B, int T) {
+    gpt2_forward(m, inputs, targets, B, T);
+    return m->mean_loss;
+}
 
-    Tokenizer tokenizer;
-    tokenizer.eot_token = 0;
-    if (o.sample_every > 0 || o.tokenizer || o.eval_answers > 0) {
-        std::string tok_path = o.tokenizer ? o.tokenizer : default_tokenizer(o.train_pattern);
-        if (tok_path.empty()) fprintf(stderr, "warning: no tokenizer next to the train shards; samples print token ids\n");
-        else tokenizer_load(&tokenizer, tok_path.c_str(), o.tokenizer != nullptr || o.eval_answers > 0);
-    }
-    if (!tokenizer.tokens.empty() && (int)tokenizer.tokens.size() < cfg.vocab_size)
-        fail("the tokenizer knows %zu tokens but the model has %d", tokenizer.tokens.size(), cfg.vocab_size);
-    AnswerSet answers;
-    if (o.eval_answers > 0) answers = load_answer_set(&val, &tokenizer, o.eval_answers);
-    auto greedy_next = [&](const int* tokens, int n) {  // the most likely next token (ties: the lowest id)
-        gpt2_forward(&model, tokens, nullptr, 1, n);
-        const real* p = model.acts.probs + (size_t)(n - 1) * cfg.padded_vocab_size;
-        int best = 0;
-        for (int i = 1; i < cfg.vocab_size; i++)
-            if (p[i] > p[best]) best = i;
-        return best;
-    };
+static void train_next_token_probs(GPT2* m, const int* tokens, int n, std::vector<double>* probs) {
+    gpt2_forward(m, tokens, nullptr, 1, n);
+    const real* row = m->acts.probs + (size_t)(n - 1) * m->config.padded_vocab_size;
+    probs->assign(row, row + m->config.vocab_size);
+}
 
-    int accum = o.total_batch / (B * T);
-    long long train_tokens = 0;
-    for (long long n : train.num_tokens) train_tokens += n;
-    int max_steps = o.max_steps;
-    if (max_steps == -1) max_steps = train_tokens / o.total_batch > 0 ? (int)(train_tokens / o.total_batch) : 1;
-    int start_step = 0;
-    uint64_t rng = o.seed ^ 0xD1B54A32D192ED03ull;  // for sampling
-    if (resume_step >= 0) {
-        snprintf(path, sizeof(path), "%s/state_%08d.bin", o.out_dir, resume_step);
-        gpt2_allocate_optimizer_state(&model);
-        TrainState st = state_read(path, model.num_parameters, &train, model.m_memory, model.v_memory);
-        if (st.step != resume_step) fail("'%s' records step %d, not %d", path, st.step, resume_step);
-        start_step = st.step;
-        rng = st.rng;
-    }
-    FILE* logfile = nullptr;
-    if (o.out_dir) {
-        make_dirs(o.out_dir);
-        snprintf(path, sizeof(path), "%s/main.log", o.out_dir);
-        logfile = fopen_or_fail(path, resume_step >= 0 ? "a" : "w");
-    }
+static void train_update(GPT2* m, const TrainOptions& o, double lr, double grad_scale, int t) {
+    AdamWConfig opt = {(real)lr, (real)0.9, (real)0.95, (real)1e-8, (real)o.weight_decay};
+    gpt2_update(m, opt, (real)grad_scale, t);
+}
+
+static bool train_params_finite(GPT2* m) {
+    for (size_t i = 0; i < m->num_parameters; i++)
+        if (!std::isfinite(m->params_memory[i])) return false;
+    return true;
+}
+
+static void train_save(GPT2* m, const char* model_path, const char* state_path, const TrainState& st) {
+    gpt2_save_checkpoint(m, model_path);
+    state_write(state_path, st, m->m_memory, m->v_memory);
+}
+
+static TrainState train_load_state(GPT2* m, const char* path, DataLoader* loader) {
+    gpt2_allocate_optimizer_state(m);
+    return state_read(path, m->num_parameters, loader, m->m_memory, m->v_memory);
+}
+
+static void train_describe(GPT2*, const TrainOptions&, std::vector<std::pair<std::string, std::string>>* rows) {
     int threads = 1;
 #ifdef _OPENMP
     threads = omp_get_max_threads();
 #endif
-    char line[256];
-    auto row = [](const char* key, const char* value) { printf("| %-21s | %-50s |\n", key, value); };
-    printf("+-----------------------+----------------------------------------------------+\n");
-    row("layout", NORM_NAMES[cfg.norm]);
-    if (cfg.ablations)
-        row("ablations", cfg.ablations == 3   ? "no depth scale (c_l = 1), no LN_in"
-                         : cfg.ablations == 1 ? "no depth scale (c_l = 1)"
-                                              : "no LN_in");
-    snprintf(line, sizeof(line), "L=%d C=%d NH=%d maxT=%d V=%d Vp=%d", cfg.num_layers, cfg.channels, cfg.num_heads,
-             cfg.max_seq_len, cfg.vocab_size, cfg.padded_vocab_size);
-    row("model", line);
-    snprintf(line, sizeof(line), "%zu", model.num_parameters);
-    row("parameters", line);
-    snprintf(line, sizeof(line), "B=%d T=%d, %d micro-step(s), %d tokens per step", B, T, accum, o.total_batch);
-    row("batch", line);
-    row("train data", o.train_pattern);
-    snprintf(line, sizeof(line), "%lld tokens", train_tokens);
-    row("train tokens", line);
-    snprintf(line, sizeof(line), "%d to %d", start_step, max_steps);
-    row("steps", line);
-    snprintf(line, sizeof(line), "%d (CPU)", threads);
-    row("threads", line);
-    printf("+-----------------------+----------------------------------------------------+\n");
-    fflush(stdout);
-
-    AdamWConfig opt = {(real)o.lr, (real)0.9, (real)0.95, (real)1e-8, (real)o.weight_decay};
-    int gen = o.gen_tokens < T ? o.gen_tokens : T;
-    for (int step = start_step; step <= max_steps; step++) {
-        int last = step == max_steps;
-        if (o.val_every > 0 && (step % o.val_every == 0 || last)) {
-            double val_loss = validation_loss(&model, &val, o.val_steps);
-            if (!std::isfinite(val_loss))
-                fail("the validation loss is %f at step %d: training diverged; no checkpoint was written", val_loss,
-                     step);
-            printf("val loss %.6f\n", val_loss);
-            if (logfile) fprintf(logfile, "s:%d tel:%.6f\n", step, val_loss);
-            if (o.eval_answers > 0) {
-                double acc = answer_accuracy(answers, tokenizer.eot_token, T, greedy_next);
-                printf("answer accuracy %.4f (%zu problems)\n", acc, answers.questions.size());
-                if (logfile) fprintf(logfile, "s:%d acc:%.6f\n", step, acc);
-            }
-        }
-        if (o.sample_every > 0 && ((step > start_step && step % o.sample_every == 0) || last)) {
-            printf("generating:\n---\n");
-            generate(&model, &tokenizer, tokenizer.eot_token, gen, &rng);
-            printf("---\n");
-        }
-        // A checkpoint holds a state whose loss was just seen to be finite: at the last step after the validation
-        // above, otherwise after this step's forward and backward passes but before its update. So a run that
-        // diverges never writes over, or past, its last good checkpoint.
-        auto save_checkpoint = [&](int shard, long long position) {
-            for (size_t i = 0; i < model.num_parameters; i++)
-                if (!std::isfinite(model.params_memory[i]))
-                    fail("a parameter is not finite at step %d: training diverged; no checkpoint was written", step);
-            snprintf(path, sizeof(path), "%s/model_%08d.bin", o.out_dir, step);
-            gpt2_save_checkpoint(&model, path);
-            snprintf(path, sizeof(path), "%s/state_%08d.bin", o.out_dir, step);
-            TrainState st = {step, B, T, shard, position, rng, model.num_parameters};
-            state_write(path, st, model.m_memory, model.v_memory);
-            snprintf(path, sizeof(path), "%s/DONE_%08d", o.out_dir, step);
-            fclose(fopen_or_fail(path, "w"));
-            printf("checkpoint saved: %s/model_%08d.bin\n", o.out_dir, step);
-        };
-        if (last) {
-            if (o.out_dir && step > start_step) save_checkpoint(train.shard, train.position);
-            break;
-        }
-
-        double t0 = now_seconds();
-        int shard0 = train.shard;  // where this step's batches start, for its checkpoint
-        long long position0 = train.position;
-        gpt2_zero_grad(&model);
-        double loss = 0;
-        for (int micro = 0; micro < accum; micro++) {
-            if (!o.overfit || (step == start_step && micro == 0)) dataloader_next_batch(&train);
-            gpt2_forward(&model, train.inputs.data(), train.targets.data(), B, T);
-            if (!std::isfinite(model.mean_loss))
-                fail("the loss is %f at step %d: training diverged (try a lower -l); no checkpoint was written",
-                     (double)model.mean_loss, step);
-            gpt2_backward(&model, (real)1 / accum);
-            loss += model.mean_loss / accum;
-        }
-        if (o.out_dir && o.checkpoint_every > 0 && step > start_step && step % o.checkpoint_every == 0)
-            save_checkpoint(shard0, position0);
-        double norm = gpt2_grad_norm(&model);
-        if (!std::isfinite(norm))
-            fail("the gradient norm is %f at step %d: training diverged (try a lower -l); no checkpoint was written",
-                 norm, step);
-        real grad_scale = o.grad_clip > 0 && norm > o.grad_clip ? (real)(o.grad_clip / norm) : (real)1;
-        opt.learning_rate = (real)learning_rate_at(step, max_steps, o.lr, o.warmup, o.final_frac);
-        gpt2_update(&model, opt, grad_scale, step + 1);
-        double ms = (now_seconds() - t0) * 1000;
-        printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s\n", step + 1, max_steps, loss,
-               norm, (double)opt.learning_rate, ms, o.total_batch / (ms / 1000));
-        fflush(stdout);
-        if (logfile) {
-            fprintf(logfile, "s:%d trl:%.6f norm:%.4f lr:%.3e ms:%.1f\n", step, loss, norm,
-                    (double)opt.learning_rate, ms);
-            fflush(logfile);
-        }
-    }
-    if (logfile) fclose(logfile);
-    gpt2_free(&model);
-    return 0;
+    rows->push_back({"threads", std::to_string(threads) + " (CPU)"});
 }
+
+static std::string train_progress_suffix(GPT2*) { return ""; }
+static void train_sync(GPT2*) {}
+
+int main(int argc, char** argv) { return train_main<GPT2>(argc, argv); }
 #endif  // REFERENCE_CPU_NO_MAIN
