@@ -11,13 +11,23 @@ PYTHON    ?= python3
 TORCH_PY  ?= /usr/bin/python3
 DOCTEST   ?= /usr/include/doctest
 NORM      ?= siamese
+# the CUDA trainer's precision (llm.c's variable): BF16 (bf16 activations and products, float32 master weights and
+# AdamW) or FP32. train_gpt2fp32cu and tests/test_gpu are always FP32, tests/test_gpu_bf16 always BF16.
+PRECISION ?= BF16
+ifeq ($(PRECISION),BF16)
+PRECISION_FLAG = -DENABLE_BF16
+else ifeq ($(PRECISION),FP32)
+PRECISION_FLAG = -DENABLE_FP32
+else
+$(error PRECISION must be BF16 or FP32, not '$(PRECISION)')
+endif
 
 HAVE_NVCC := $(shell command -v $(NVCC) 2> /dev/null)
 
 CPU_BINS  = reference_cpu tests/test_gradients tests/test_reference tests/ref_tool
-GPU_BINS  = $(if $(HAVE_NVCC),train_gpt2cu tests/test_gpu,)
+GPU_BINS  = $(if $(HAVE_NVCC),train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16,)
 
-.PHONY: all data train test clean deps bench-cpu
+.PHONY: all data train test clean deps bench-cpu bench-gpu FORCE
 all: $(CPU_BINS) $(GPU_BINS)
 
 reference_cpu: reference_cpu.cpp gpt2_common.h
@@ -41,14 +51,26 @@ tests/ref_tool: tests/ref_tool.cpp reference_cpu.cpp gpt2_common.h
 deps:
 	@bash .ci/deps test
 
-# the CUDA trainer (float32; -f 1 for TF32 matrix products)
+# the CUDA trainer in $(PRECISION) (default bf16), and always in float32 (-f 1 there for TF32 matrix products).
+# A stamp file remembers the precision of the last build, so that changing PRECISION rebuilds.
 CUDA_SRCS = train_gpt2.cu siamese.cuh cuda_common.cuh gpt2_common.h
-train_gpt2cu: $(CUDA_SRCS)
-	$(NVCC) $(NVFLAGS) -o $@ $< $(NVLIBS)
+train_gpt2cu: $(CUDA_SRCS) .precision
+	$(NVCC) $(NVFLAGS) $(PRECISION_FLAG) -o $@ $< $(NVLIBS)
 
-# the GPU against the CPU reference (float build, OpenMP) in one program; runs only where a GPU is present
+train_gpt2fp32cu: $(CUDA_SRCS)
+	$(NVCC) $(NVFLAGS) -DENABLE_FP32 -o $@ $< $(NVLIBS)
+
+.precision: FORCE
+	@echo $(PRECISION) | cmp -s - $@ || echo $(PRECISION) > $@
+
+# the GPU against the CPU reference (float build, OpenMP) in one program, once per precision; runs only where a GPU
+# is present
+TEST_GPU_FLAGS = $(NVFLAGS) -Xcompiler -fopenmp,-march=native -I$(DOCTEST)
 tests/test_gpu: tests/test_gpu.cu $(CUDA_SRCS) reference_cpu.cpp
-	$(NVCC) $(NVFLAGS) -Xcompiler -fopenmp,-march=native -I$(DOCTEST) -o $@ $< $(NVLIBS) -lgomp
+	$(NVCC) $(TEST_GPU_FLAGS) -DENABLE_FP32 -o $@ $< $(NVLIBS) -lgomp
+
+tests/test_gpu_bf16: tests/test_gpu.cu $(CUDA_SRCS) reference_cpu.cpp
+	$(NVCC) $(TEST_GPU_FLAGS) -DENABLE_BF16 -o $@ $< $(NVLIBS) -lgomp
 
 data/kjv/kjv_train.bin:
 	$(PYTHON) data/prepare.py kjv
@@ -71,8 +93,12 @@ test:
 bench-cpu: reference_cpu
 	bash tests/bench_cpu.sh
 
+# GPU speed for d12..d48 and each layout, one table (tests/bench_gpu.sh; needs a GPU, about 4 minutes on an H200)
+bench-gpu: train_gpt2cu
+	bash tests/bench_gpu.sh
+
 clean:
-	rm -f $(CPU_BINS) train_gpt2cu tests/test_gpu experiments/depth_probe
+	rm -f $(CPU_BINS) train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16 .precision experiments/depth_probe
 
 # experiments/ (docs/experiments.md): the depth probe includes the reference as a library. Not part of `all`, so
 # `make test` does not depend on it; experiments/smoke_test.sh builds it when missing.

@@ -19,10 +19,31 @@ Reductions never use atomics: a run repeats bit for bit on the same GPU.
 #include <cuda_runtime.h>
 #include "gpt2_common.h"
 
-// The storage type of parameters, their gradients and the activations. float32 here; the math inside the kernels is
-// always float32. (A bf16 mode would change these two lines and the kernels' loads and stores, nothing else.)
+// The precision, chosen at build time as in llm.c (make PRECISION=BF16|FP32 -> -DENABLE_BF16 / -DENABLE_FP32; bf16
+// when neither is given). floatX is the storage type of the activations and of the copy of the parameters that
+// the kernels and matrix products read; the math inside every kernel is float32, and cuBLAS accumulates in float32.
+// What stays float32 in both modes: the master parameters, their gradients, AdamW's m and v (so the optimizer and
+// gradient accumulation see float32 sums), the LayerNorm statistics, the losses, and the checkpoint files.
+//   FP32: floatX = float; the kernels read the master parameters themselves (no copy). -f 1 allows TF32 products.
+//   BF16: floatX = __nv_bfloat16 (8 significant bits: a stored value is off by at most 2^-8 = 0.4% relative);
+//         the matrix products run on bf16 tensor cores with float32 accumulation; AdamW writes the bf16 copy.
+#if defined(ENABLE_BF16) && defined(ENABLE_FP32)
+#error "define one of ENABLE_BF16 and ENABLE_FP32"
+#endif
+#if !defined(ENABLE_FP32) && !defined(ENABLE_BF16)
+#define ENABLE_BF16
+#endif
+#ifdef ENABLE_FP32
 typedef float floatX;
 static const cudaDataType_t CUBLAS_FLOATX = CUDA_R_32F;
+static const char* const PRECISION_NAME = "fp32";
+#else
+#include <cuda_bf16.h>
+typedef __nv_bfloat16 floatX;
+static const cudaDataType_t CUBLAS_FLOATX = CUDA_R_16BF;
+static const char* const PRECISION_NAME = "bf16";
+#endif
+static const int FLOATX_IS_FLOAT = sizeof(floatX) == sizeof(float);
 
 // ----------------------------------------------------------------------------------------------------------------
 // failures: one line with the file and line of the call, exit 1
@@ -50,6 +71,7 @@ static struct {
     cublasComputeType_t compute;  // CUBLAS_COMPUTE_32F, or CUBLAS_COMPUTE_32F_FAST_TF32 with -f 1
     int sms;                      // streaming multiprocessors, for grid sizes
     char name[200];
+    double peak_flops;            // dense peak of the matrix products in use, for the MFU; 0 where not known
     float* partials;              // scratch for the first stage of the reductions (see reduce_partials)
     size_t partials_floats;
 } gpu;
@@ -74,6 +96,15 @@ static T* cuda_malloc(size_t count, const char* what) {
     return (T*)cuda_malloc_bytes(count * sizeof(T), what);
 }
 
+// The datasheet's dense peak for the MFU, as llm.c counts it: an H100 SXM and an H200 (the same GH100 chip and
+// clocks) do 989.5 TFLOP/s in bf16 (llm.c's number for the H100 SXM; NVIDIA quotes 989 for the H200), 494.7 in TF32
+// and 66.9 in plain float32. Other devices: 0, and the trainer prints no MFU rather than a wrong one.
+static double device_peak_flops(const char* name, int tf32) {
+    if (!strstr(name, "H100") && !strstr(name, "H200")) return 0;
+    if (!FLOATX_IS_FLOAT) return 989.5e12;
+    return tf32 ? 494.7e12 : 66.9e12;
+}
+
 // Picks device 0 and sets up cuBLAS. Without a usable GPU: one line, exit 1.
 static void gpu_init(int tf32) {
     if (!gpu.ready) {
@@ -94,8 +125,11 @@ static void gpu_init(int tf32) {
         gpu.ready = 1;
     }
     // CUBLAS_COMPUTE_32F is true float32; the math mode keeps the batched and legacy paths the same
+    // (bf16: the products are bf16 tensor-core products with float32 accumulation whatever -f says)
+    if (!FLOATX_IS_FLOAT) tf32 = 0;
     gpu.compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     cublasCheck(cublasSetMathMode(gpu.cublas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    gpu.peak_flops = device_peak_flops(gpu.name, tf32);
 }
 
 static void gpu_reserve_partials(size_t floats) {
@@ -224,6 +258,18 @@ __device__ inline void store_row(floatX* row, const float (&v)[VALS], int C) {
     }
 }
 
+// Stores v and replaces it by what was stored (bf16: the rounded values; fp32: nothing changes), so that the rest
+// of a forward kernel computes with exactly the values that the backward pass (and a recomputation) reads back.
+template <int VALS>
+__device__ inline void store_row_keep(floatX* row, float (&v)[VALS], int C) {
+    for (int k = 0; k < VALS; k++) {
+        int i = threadIdx.x + k * blockDim.x;
+        floatX stored = (floatX)v[k];
+        if (i < C) row[i] = stored;
+        v[k] = (float)stored;
+    }
+}
+
 // the normalization itself, written once: a backward kernel that recomputes a LayerNorm output from the saved
 // statistics uses the forward's formula (the same numbers, up to how the compiler fuses multiply-adds)
 __device__ inline float ln_apply(float v, float mean, float rstd, float w, float b) { return (v - mean) * rstd * w + b; }
@@ -293,7 +339,7 @@ __device__ inline void store_partials(float* partials, int arrays, int a, const 
 // Thread per (a, i): blockIdx.y is the array a, threads run along i (coalesced reads of each partial row).
 
 struct GradTargets {
-    floatX* dst[6];  // up to 6 gradient vectors of n elements; a null entry is skipped
+    float* dst[6];  // up to 6 gradient vectors of n elements (float32 in both precisions); a null entry is skipped
 };
 
 __global__ void reduce_partials_kernel(GradTargets t, const float* partials, int parts, int arrays, int n) {
@@ -301,7 +347,7 @@ __global__ void reduce_partials_kernel(GradTargets t, const float* partials, int
     if (i >= n || t.dst[a] == nullptr) return;
     float s = 0.0f;
     for (int p = 0; p < parts; p++) s += partials[((size_t)p * arrays + a) * n + i];
-    t.dst[a][i] += (floatX)s;
+    t.dst[a][i] += s;
 }
 
 static void reduce_partials(const GradTargets& t, int arrays, int n, int parts) {

@@ -87,8 +87,8 @@ __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_boundary_forward_kern
             x[k] = xh + a.inv_c * z[k];
             y[k] = yp[k] + z[k];
         }
-        store_row(a.x + off, x, C);
-        store_row(a.y + off, y, C);
+        store_row_keep(a.x + off, x, C);  // the LayerNorms below see the stored (bf16: rounded) streams
+        store_row_keep(a.y + off, y, C);
     } else {  // the first boundary: x = y = h0
         load_row(x, a.x + off, C);
         for (int k = 0; k < VALS; k++) y[k] = x[k];
@@ -191,6 +191,28 @@ __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_boundary_backward_ker
         store_partials(partials, 2 * LN_SLOTS, 2 * j, dw[j], C);
         store_partials(partials, 2 * LN_SLOTS, 2 * j + 1, db[j], C);
     }
+}
+
+// thread per element (n, c): u = LN_in(LN_x(x) + LN_y(y)) again, from the streams and the statistics that the
+// forward kernel saved (the recomputation under -r 1; a.du, a.dx_next, ... are not used)
+__global__ void siamese_u_recompute_kernel(SiameseBoundaryGrad a, floatX* u, size_t n, int C) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= n) return;
+    size_t row = idx / C;
+    int c = (int)(idx % C);
+    float sum = ln_apply((float)a.x[idx], a.mean[LN_X][row], a.rstd[LN_X][row], (float)a.w[LN_X][c],
+                         (float)a.b[LN_X][c]) +
+                ln_apply((float)a.y[idx], a.mean[LN_Y][row], a.rstd[LN_Y][row], (float)a.w[LN_Y][c],
+                         (float)a.b[LN_Y][c]);
+    u[idx] = (floatX)(a.use_ln_in ? ln_apply(sum, a.mean[LN_IN][row], a.rstd[LN_IN][row], (float)a.w[LN_IN][c],
+                                             (float)a.b[LN_IN][c])
+                                  : sum);
+}
+
+static void siamese_u_recompute(const SiameseBoundaryGrad& a, floatX* u, int N, int C) {
+    size_t n = (size_t)N * C;
+    siamese_u_recompute_kernel<<<ceil_div((long long)n, 256), 256>>>(a, u, n, C);
+    launchCheck();
 }
 
 // dparams: gradients of the gain and shift of LN_x, LN_y, LN_in in that order (accumulated, +=)

@@ -70,26 +70,26 @@ static int build_token_index(const std::vector<int>& tokens, int V, std::vector<
 }
 
 // block (u, chunk of 256 channels): thread owns channel c of the u-th distinct token
-__global__ void wte_backward_kernel(floatX* dwte, const floatX* dh0, const int* index, int U, int C) {
+__global__ void wte_backward_kernel(float* dwte, const floatX* dh0, const int* index, int U, int C) {
     const int *ids = index, *starts = index + U, *rows = index + 2 * U + 1;
     int u = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x;
     if (c >= C) return;
     float s = 0.0f;
     for (int j = starts[u]; j < starts[u + 1]; j++) s += (float)dh0[(size_t)rows[j] * C + c];
-    dwte[(size_t)ids[u] * C + c] += (floatX)s;
+    dwte[(size_t)ids[u] * C + c] += s;
 }
 
 // block (t, chunk of 256 channels): thread owns channel c of position t and adds up the B rows at t
-__global__ void wpe_backward_kernel(floatX* dwpe, const floatX* dh0, int B, int T, int C) {
+__global__ void wpe_backward_kernel(float* dwpe, const floatX* dh0, int B, int T, int C) {
     int t = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x;
     if (c >= C) return;
     float s = 0.0f;
     for (int b = 0; b < B; b++) s += (float)dh0[((size_t)b * T + t) * C + c];
-    dwpe[(size_t)t * C + c] += (floatX)s;
+    dwpe[(size_t)t * C + c] += s;
 }
 
 // index: the device copy of build_token_index's array, U distinct tokens
-static void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dh0, const int* index, int U, int B, int T,
+static void encoder_backward(float* dwte, float* dwpe, const floatX* dh0, const int* index, int U, int B, int T,
                              int C) {
     wte_backward_kernel<<<dim3(U, ceil_div(C, 256)), 256>>>(dwte, dh0, index, U, C);
     launchCheck();
@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(MAX_ROW_THREADS)
         load_row(z, add + off, C);
         for (int k = 0; k < VALS; k++) r[k] += z[k];
     }
-    if (res) store_row(res + off, r, C);
+    if (res) store_row_keep(res + off, r, C);  // LN(res) of the stored res, which is what the backward reads
     layernorm_row(out, r, w, b, C, mean + blockIdx.x, rstd + blockIdx.x);
     store_row(ln + off, out, C);
 }
@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(MAX_ROW_THREADS)
     store_partials(partials, 2, 1, db, C);
 }
 
-static void layernorm_backward(floatX* dinp, floatX* dw, floatX* db, const floatX* dout, const floatX* inp,
+static void layernorm_backward(floatX* dinp, float* dw, float* db, const floatX* dout, const floatX* inp,
                                const floatX* w, const float* mean, const float* rstd, int N, int C, int accumulate) {
     with_row_vals(C, [&](auto vals) {
         auto kernel = layernorm_backward_kernel<decltype(vals)::value>;
@@ -166,16 +166,38 @@ static void layernorm_backward(floatX* dinp, floatX* dw, floatX* db, const float
     });
 }
 
+// thread per element (n, c): u = LN(x) again from the saved statistics (Pre-Norm's recomputation under -r 1)
+__global__ void layernorm_recompute_kernel(floatX* u, const floatX* x, const float* mean, const float* rstd,
+                                           const floatX* w, const floatX* b, size_t n, int C) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= n) return;
+    size_t row = idx / C;
+    int c = (int)(idx % C);
+    u[idx] = (floatX)ln_apply((float)x[idx], mean[row], rstd[row], (float)w[c], (float)b[c]);
+}
+
+static void layernorm_recompute(floatX* u, const floatX* x, const float* mean, const float* rstd, const floatX* w,
+                                const floatX* b, int N, int C) {
+    size_t n = (size_t)N * C;
+    layernorm_recompute_kernel<<<ceil_div((long long)n, 256), 256>>>(u, x, mean, rstd, w, b, n, C);
+    launchCheck();
+}
+
 // ----------------------------------------------------------------------------------------------------------------
 // matmul: out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC), weight stored as PyTorch's nn.Linear.
 // cuBLAS is column-major: a row-major (R, K) matrix is a column-major (K, R) one, so out^T (OC, N) = W (C, OC)^T
 // @ inp^T (C, N) is gemm(T, N, m = OC, n = N, k = C, W, lda = C, inp, ldb = C, out, ldc = OC).
 
-// column-major C (m, n) = alpha * op(A) @ op(B) + beta * C, float32 storage, float32 or TF32 compute
+// column-major C (m, n) = alpha * op(A) @ op(B) + beta * C, accumulated in float32 (TF32 with -f 1 in the fp32
+// build). A and B are floatX; C is floatX (activations) or float (the weight gradients, float32 in both precisions:
+// cuBLAS takes bf16 inputs with a float32 output, and so gradient accumulation never rounds to bf16).
+template <typename TC>
 static void gemm(cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k, float alpha, const floatX* A,
-                 int lda, const floatX* B, int ldb, float beta, floatX* Cm, int ldc) {
+                 int lda, const floatX* B, int ldb, float beta, TC* Cm, int ldc) {
+    static_assert(std::is_same<TC, floatX>::value || std::is_same<TC, float>::value, "C is floatX or float");
+    cudaDataType_t ctype = std::is_same<TC, float>::value ? CUDA_R_32F : CUBLAS_FLOATX;
     cublasCheck(cublasGemmEx(gpu.cublas, opa, opb, m, n, k, &alpha, A, CUBLAS_FLOATX, lda, B, CUBLAS_FLOATX, ldb,
-                             &beta, Cm, CUBLAS_FLOATX, ldc, gpu.compute, CUBLAS_GEMM_DEFAULT));
+                             &beta, Cm, ctype, ldc, gpu.compute, CUBLAS_GEMM_DEFAULT));
 }
 
 // the same for `batch` independent products, matrix i at A + i * sa, B + i * sb, C + i * sc
@@ -226,7 +248,7 @@ __global__ void column_sum_partials_kernel(float* partials, const floatX* dout, 
 static const int BIAS_MAX_CHUNKS = 32;
 
 // dbias (OC) += sum over the N rows of dout (N, OC)
-static void bias_backward(floatX* dbias, const floatX* dout, int N, int OC) {
+static void bias_backward(float* dbias, const floatX* dout, int N, int OC) {
     int chunks = std::max(1, std::min(ceil_div(N, 256), BIAS_MAX_CHUNKS));
     int rows = ceil_div(N, chunks);
     if ((size_t)chunks * OC > gpu.partials_floats) fail("internal: reduction scratch too small");
@@ -240,7 +262,7 @@ static void bias_backward(floatX* dbias, const floatX* dout, int N, int OC) {
 // dbias += column sums of dout. Column-major: dinp^T (C, N) = W^T (C, OC) @ dout^T (OC, N), and W, dout as stored
 // already are W^T and dout^T: gemm(N, N, C, N, OC). dweight^T (C, OC) += inp^T (C, N) @ dout (N, OC): inp as stored
 // is inp^T, dout needs a transpose: gemm(N, T, C, OC, N).
-static void matmul_backward(floatX* dinp, floatX* dweight, floatX* dbias, const floatX* dout, const floatX* inp,
+static void matmul_backward(floatX* dinp, float* dweight, float* dbias, const floatX* dout, const floatX* inp,
                             const floatX* weight, int N, int C, int OC, float dinp_beta) {
     gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, 1.0f, weight, C, dout, OC, dinp_beta, dinp, C);
     gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dweight, C);
@@ -381,13 +403,22 @@ static void attention_backward(floatX* dqkv, floatX* dq, floatX* dk, floatX* dv,
 
 #define GELU_K ((float)0.79788456080286535588)  // sqrt(2/pi), rounded to float as in the CPU reference
 
-// thread per element: fch += bias (kept: the backward reads it), fch_gelu = gelu(fch)
+__device__ inline float gelu(float x) { return 0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x))); }
+
+// thread per element: fch += bias (kept: the backward reads it), fch_gelu = gelu(fch) of the stored fch (so that
+// a recomputation from fch gives the same numbers)
 __global__ void bias_gelu_forward_kernel(floatX* fch_gelu, floatX* fch, const floatX* bias, size_t n, int OC) {
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= n) return;
-    float x = (float)fch[idx] + (float)bias[idx % OC];
-    fch[idx] = (floatX)x;
-    fch_gelu[idx] = (floatX)(0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x))));
+    floatX x = (floatX)((float)fch[idx] + (float)bias[idx % OC]);
+    fch[idx] = x;
+    fch_gelu[idx] = (floatX)gelu((float)x);
+}
+
+// thread per element: fch_gelu = gelu(fch), the recomputation of the backward pass under -r 1
+__global__ void gelu_forward_kernel(floatX* fch_gelu, const floatX* fch, size_t n) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx < n) fch_gelu[idx] = (floatX)gelu((float)fch[idx]);
 }
 
 // thread per element: dinp = gelu'(inp) * dout; dinp may be dout itself
@@ -452,7 +483,7 @@ static void classifier(floatX* logits, float* losses, const int* targets, int N,
 static const int NORM_BLOCKS = 512, NORM_THREADS = 512;
 
 // partial[block] = sum of g^2 over the block's grid-stride elements, in double
-__global__ void sum_squares_kernel(double* partial, const floatX* g, size_t n) {
+__global__ void sum_squares_kernel(double* partial, const float* g, size_t n) {
     double s = 0.0;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         double v = (double)g[i];
@@ -463,9 +494,10 @@ __global__ void sum_squares_kernel(double* partial, const floatX* g, size_t n) {
 }
 
 // thread per parameter. AdamW with bias correction (bc1 = 1 - beta1^t, bc2 = 1 - beta2^t); the gradient is first
-// multiplied by grad_scale (clipping); decoupled weight decay (0 for tensors without decay)
-__global__ void adamw_kernel(floatX* params, const floatX* grads, float* m, float* v, size_t n, float lr,
-                             float beta1, float beta2, float bc1, float bc2, float eps, float weight_decay,
+// multiplied by grad_scale (clipping); decoupled weight decay (0 for tensors without decay). params are the float32
+// master weights; params_x, when not null (bf16), gets their rounded copy, which the next forward pass reads.
+__global__ void adamw_kernel(float* params, floatX* params_x, const float* grads, float* m, float* v, size_t n,
+                             float lr, float beta1, float beta2, float bc1, float bc2, float eps, float weight_decay,
                              float grad_scale) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
@@ -475,20 +507,33 @@ __global__ void adamw_kernel(floatX* params, const floatX* grads, float* m, floa
     m[i] = mi;
     v[i] = vi;
     float mhat = mi / bc1, vhat = vi / bc2;
-    float p = (float)params[i];
-    params[i] = (floatX)(p - lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * p));
+    float p = params[i];
+    p -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * p);
+    params[i] = p;
+    if (params_x) params_x[i] = (floatX)p;
+}
+
+// thread per element: dst = src rounded to floatX (the kernels' copy of the master parameters, bf16 build)
+__global__ void copy_to_floatX_kernel(floatX* dst, const float* src, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = (floatX)src[i];
 }
 
 // ----------------------------------------------------------------------------------------------------------------
 // the model: parameters (one buffer, checkpoint order, as in gpt2_common.h) and activations (one buffer)
 
-typedef ParameterTensorsT<floatX> ParameterTensors;
+typedef ParameterTensorsT<floatX> ParameterTensors;  // what the kernels read (the master weights in fp32)
+typedef ParameterTensorsT<float> GradTensors;         // float32 in both precisions
+
+// bytes a parameter costs: float32 master weight, gradient, AdamW m and v, and the bf16 copy in the bf16 build
+static size_t parameter_bytes(void) { return 4 * sizeof(float) + (FLOATX_IS_FLOAT ? 0 : sizeof(floatX)); }
 
 typedef struct {
     floatX* x;         // (2L+1, B,T,C) the X stream at each boundary b: x[0] = h0, x[2L] leaves the last block.
                        //   Pre/post: the only stream.
     floatX* y;         // (2L, B,T,C) siamese: the Y stream y_b for b = 1..2L (y_0 = h0 is x[0])
-    floatX* u;         // (2L, B,T,C) the input of sub-layer s: pre LN(x_s), siamese LN_in(xh + LN_y(y)); post: x_s
+    floatX* u;         // (2L, B,T,C) the input of sub-layer s: pre LN(x_s), siamese LN_in(xh + LN_y(y)); post: x_s.
+                       //   -r 1: (B,T,C), the current sub-layer's only, recomputed for the backward pass
     floatX* sum;       // (2L, B,T,C) post: x_s + z_s, the input of the LayerNorm after sub-layer s
     float* ln_mean;    // (2L+1, 3, B,T) LayerNorm statistics of boundary b by slot (LN_X, LN_Y, LN_IN)
     float* ln_rstd;    // (2L+1, 3, B,T)
@@ -496,7 +541,7 @@ typedef struct {
     floatX* att;       // (L, B,NH,T,T) the causal softmax
     floatX* atty;      // (L, B,T,C) attention output before its projection
     floatX* fch;       // (L, B,T,4C) fc output, bias added
-    floatX* fch_gelu;  // (L, B,T,4C)
+    floatX* fch_gelu;  // (L, B,T,4C); -r 1: (B,T,4C), the current layer's only, recomputed from fch
     floatX* hf;        // (B,T,C) pre/siamese: the head output (post: x[2L])
     floatX* logits;    // (B,T,Vp), turned into dlogits in place by a training forward pass
     float* losses;     // (B,T)
@@ -518,14 +563,17 @@ typedef struct {
 } ActivationTensors;
 
 // points the tensors into memory (null: only count); returns the bytes needed. Each tensor starts 256-aligned.
-static size_t point_activations(const GPT2Config& c, int B, int T, ActivationTensors* a, char* memory) {
+// recompute (-r 1): u and fch_gelu are kept for one sub-layer only and recomputed in the backward pass.
+static size_t point_activations(const GPT2Config& c, int B, int T, int recompute, ActivationTensors* a,
+                                char* memory) {
     size_t C = c.channels, L = c.num_layers, NH = c.num_heads, Vp = c.padded_vocab_size, BT = (size_t)B * T;
     size_t NC = BT * C, att = (size_t)B * NH * T * T;
     int post = c.norm == NORM_POST, siamese = c.norm == NORM_SIAMESE;
+    size_t kept = recompute ? 1 : L;  // how many layers' u and fch_gelu are kept
     struct { floatX** ptr; size_t count; } xs[] = {
-        {&a->x, (2 * L + 1) * NC},        {&a->y, siamese ? 2 * L * NC : 0},  {&a->u, post ? 0 : 2 * L * NC},
+        {&a->x, (2 * L + 1) * NC},        {&a->y, siamese ? 2 * L * NC : 0},  {&a->u, post ? 0 : 2 * kept * NC},
         {&a->sum, post ? 2 * L * NC : 0}, {&a->qkvr, L * 3 * NC},             {&a->att, L * att},
-        {&a->atty, L * NC},               {&a->fch, L * 4 * NC},              {&a->fch_gelu, L * 4 * NC},
+        {&a->atty, L * NC},               {&a->fch, L * 4 * NC},              {&a->fch_gelu, kept * 4 * NC},
         {&a->hf, post ? 0 : NC},          {&a->logits, BT * Vp},              {&a->z, NC},
         {&a->qkv, 3 * NC},                {&a->vaccum, NC},                   {&a->dx, NC},
         {&a->dy, siamese ? NC : 0},       {&a->dz, siamese ? NC : 0},         {&a->du, post ? 0 : NC},
@@ -552,9 +600,12 @@ static size_t point_activations(const GPT2Config& c, int B, int T, ActivationTen
 typedef struct {
     GPT2Config config;
     std::vector<TensorInfo> tensors;  // checkpoint order
-    ParameterTensors params, grads;
+    ParameterTensors params;  // into params_x
+    GradTensors grads;        // into grads_memory
     size_t num_parameters;
-    floatX *params_memory, *grads_memory;
+    float* params_memory;     // the float32 master weights: what AdamW updates and checkpoints hold
+    floatX* params_x;         // what the kernels read: params_memory itself (fp32), or its bf16 copy
+    float* grads_memory;
     float *m_memory, *v_memory;  // AdamW moments
     double* norm_partials;       // (NORM_BLOCKS)
     ActivationTensors acts;
@@ -564,6 +615,7 @@ typedef struct {
     int B, T;                 // the shape of the last forward pass
     int *inputs, *targets;    // (B, T) on the device
     int* token_index;         // (3 B T + 1) on the device, see build_token_index
+    int recompute;            // -r 1: recompute u and fch_gelu in the backward pass (set before the first forward)
     std::vector<int> host_inputs, host_index;
     std::vector<float> host_losses;
     float mean_loss;  // of the last forward pass with targets; -1 without
@@ -576,29 +628,35 @@ static void gpt2_allocate_parameters(GPT2* model) {
     model->tensors = parameter_table(c);
     model->num_parameters = count_parameters(c);
     size_t n = model->num_parameters;
-    model->params_memory = cuda_malloc<floatX>(n, "the parameters");
-    model->grads_memory = cuda_malloc<floatX>(n, "the gradients");
+    model->params_memory = cuda_malloc<float>(n, "the parameters");
+    model->params_x = FLOATX_IS_FLOAT ? (floatX*)model->params_memory : cuda_malloc<floatX>(n, "the bf16 weights");
+    model->grads_memory = cuda_malloc<float>(n, "the gradients");
     model->m_memory = cuda_malloc<float>(n, "the AdamW moments");
     model->v_memory = cuda_malloc<float>(n, "the AdamW moments");
     model->norm_partials = cuda_malloc<double>(NORM_BLOCKS, "the gradient norm");
-    cudaCheck(cudaMemset(model->grads_memory, 0, n * sizeof(floatX)));
+    cudaCheck(cudaMemset(model->grads_memory, 0, n * sizeof(float)));
     cudaCheck(cudaMemset(model->m_memory, 0, n * sizeof(float)));
     cudaCheck(cudaMemset(model->v_memory, 0, n * sizeof(float)));
-    point_parameters(c, &model->params, model->params_memory);
+    point_parameters(c, &model->params, model->params_x);
     point_parameters(c, &model->grads, model->grads_memory);
     model->acts_memory = nullptr;
     model->acts_bytes = 0;
     model->inputs = model->targets = model->token_index = nullptr;
     model->batch_size = model->seq_len = 0;
+    model->recompute = 0;
     model->mean_loss = -1;
     model->has_dlogits = 0;
     // the row kernels' and the bias reductions' partial sums (see cuda_common.cuh)
     gpu_reserve_partials(std::max(row_partials_floats(c.channels, 2 * LN_SLOTS), (size_t)BIAS_MAX_CHUNKS * 4 * c.channels));
 }
 
-static void upload_parameters(GPT2* model, const std::vector<floatX>& host) {
-    cudaCheck(cudaMemcpy(model->params_memory, host.data(), model->num_parameters * sizeof(floatX),
-                         cudaMemcpyHostToDevice));
+static void upload_parameters(GPT2* model, const std::vector<float>& host) {
+    size_t n = model->num_parameters;
+    cudaCheck(cudaMemcpy(model->params_memory, host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    if ((void*)model->params_x != (void*)model->params_memory) {
+        copy_to_floatX_kernel<<<ceil_div((long long)n, 256), 256>>>(model->params_x, model->params_memory, n);
+        launchCheck();
+    }
 }
 
 // a new model with GPT-2's initialization (init_parameters: the same numbers as the CPU trainer)
@@ -606,7 +664,7 @@ static void gpt2_init_random(GPT2* model, const GPT2Config& config, uint64_t see
     validate_config(config);
     model->config = config;
     gpt2_allocate_parameters(model);
-    std::vector<floatX> host(model->num_parameters);
+    std::vector<float> host(model->num_parameters);
     init_parameters(config, seed, host.data());
     upload_parameters(model, host);
 }
@@ -614,7 +672,7 @@ static void gpt2_init_random(GPT2* model, const GPT2Config& config, uint64_t see
 static void gpt2_build_from_checkpoint(GPT2* model, const char* path) {
     FILE* f = checkpoint_open(path, &model->config);
     gpt2_allocate_parameters(model);
-    std::vector<floatX> host(model->num_parameters);
+    std::vector<float> host(model->num_parameters);
     checkpoint_read_parameters(f, path, host.data(), host.size());
     upload_parameters(model, host);
 }
@@ -629,9 +687,9 @@ static std::vector<T> download(const T* device, size_t n) {
 static void gpt2_allocate_activations(GPT2* m, int B, int T) {
     m->batch_size = B;
     m->seq_len = T;
-    m->acts_bytes = point_activations(m->config, B, T, &m->acts, nullptr);
+    m->acts_bytes = point_activations(m->config, B, T, m->recompute, &m->acts, nullptr);
     m->acts_memory = cuda_malloc<char>(m->acts_bytes, "the activations");
-    point_activations(m->config, B, T, &m->acts, m->acts_memory);
+    point_activations(m->config, B, T, m->recompute, &m->acts, m->acts_memory);
     size_t N = (size_t)B * T;
     m->inputs = cuda_malloc<int>(N, "the inputs");
     m->targets = cuda_malloc<int>(N, "the targets");
@@ -649,15 +707,17 @@ static floatX* stream_y(GPT2* m, int b) { return b == 0 ? m->acts.x : m->acts.y 
 static floatX* boundary_u(GPT2* m, int b) {
     if (m->config.norm == NORM_POST) return stream_x(m, b);  // u = x, and hf = x[2L]
     if (b == 2 * m->config.num_layers) return m->acts.hf;
-    return m->acts.u + b * NCof(m);
+    return m->acts.u + (m->recompute ? 0 : b * NCof(m));
 }
 static float* ln_mean(GPT2* m, int b, int slot) { return m->acts.ln_mean + ((size_t)b * LN_SLOTS + slot) * m->B * m->T; }
 static float* ln_rstd(GPT2* m, int b, int slot) { return m->acts.ln_rstd + ((size_t)b * LN_SLOTS + slot) * m->B * m->T; }
 // the LayerNorm parameters (or their gradients) of boundary b, slot j: sub-layer b = 2l + k, or the head at 2L
-static floatX* ln_w(ParameterTensors* p, const GPT2Config& c, int b, int j) {
+template <typename T>
+static T* ln_w(ParameterTensorsT<T>* p, const GPT2Config& c, int b, int j) {
     return b < 2 * c.num_layers ? p->lnw[b % 2][j] + (size_t)(b / 2) * c.channels : p->lnfw[j];
 }
-static floatX* ln_b(ParameterTensors* p, const GPT2Config& c, int b, int j) {
+template <typename T>
+static T* ln_b(ParameterTensorsT<T>* p, const GPT2Config& c, int b, int j) {
     return b < 2 * c.num_layers ? p->lnb[b % 2][j] + (size_t)(b / 2) * c.channels : p->lnfb[j];
 }
 // where the backward pass keeps dL/dz and dL/du (pre: dz is dx; post: dz and du are dx)
@@ -682,7 +742,8 @@ static void boundary_forward_pre(GPT2* m, int b) {
 // also dL/dz_{b-1}, which is why pre keeps dz and dx in one buffer. At the head dx starts from LN_f' alone.
 static void boundary_backward_pre(GPT2* m, int b) {
     const GPT2Config& c = m->config;
-    ParameterTensors *p = &m->params, *g = &m->grads;
+    ParameterTensors* p = &m->params;
+    GradTensors* g = &m->grads;
     layernorm_backward(m->acts.dx, ln_w(g, c, b, LN_X), ln_b(g, c, b, LN_X), m->acts.du, stream_x(m, b),
                        ln_w(p, c, b, LN_X), ln_mean(m, b, LN_X), ln_rstd(m, b, LN_X), m->B * m->T, c.channels,
                        b < 2 * c.num_layers);
@@ -703,7 +764,8 @@ static void boundary_forward_post(GPT2* m, int b) {
 static void boundary_backward_post(GPT2* m, int b) {
     if (b == 0) return;
     const GPT2Config& c = m->config;
-    ParameterTensors *p = &m->params, *g = &m->grads;
+    ParameterTensors* p = &m->params;
+    GradTensors* g = &m->grads;
     layernorm_backward(m->acts.dx, ln_w(g, c, b - 1, LN_X), ln_b(g, c, b - 1, LN_X), m->acts.dx,
                        m->acts.sum + (b - 1) * NCof(m), ln_w(p, c, b - 1, LN_X), ln_mean(m, b, LN_X),
                        ln_rstd(m, b, LN_X), m->B * m->T, c.channels, 0);
@@ -740,7 +802,8 @@ static void boundary_forward_siamese(GPT2* m, int b) {
 
 static void boundary_backward_siamese(GPT2* m, int b) {
     const GPT2Config& c = m->config;
-    ParameterTensors *p = &m->params, *g = &m->grads;
+    ParameterTensors* p = &m->params;
+    GradTensors* g = &m->grads;
     int head = b == 2 * c.num_layers;
     SiameseBoundaryGrad a;
     memset(&a, 0, sizeof(a));
@@ -763,6 +826,37 @@ static void boundary_backward_siamese(GPT2* m, int b) {
     GradTargets t = {{ln_w(g, c, b, LN_X), ln_b(g, c, b, LN_X), ln_w(g, c, b, LN_Y), ln_b(g, c, b, LN_Y),
                       ln_w(g, c, b, LN_IN), ln_b(g, c, b, LN_IN)}};
     siamese_boundary_backward(a, t, m->B * m->T, c.channels);
+}
+
+// -r 1: u_s again, from what the forward pass kept of boundary s (its streams and LayerNorm statistics), into the
+// one u buffer, just before sub-layer s's backward pass reads it. Post-Norm has nothing to do (u_s is x_s).
+static void boundary_recompute_u(GPT2* m, int s) {
+    const GPT2Config& c = m->config;
+    ParameterTensors* p = &m->params;
+    int N = m->B * m->T, C = c.channels;
+    if (c.norm == NORM_PRE) {
+        layernorm_recompute(boundary_u(m, s), stream_x(m, s), ln_mean(m, s, LN_X), ln_rstd(m, s, LN_X),
+                            ln_w(p, c, s, LN_X), ln_b(p, c, s, LN_X), N, C);
+    } else if (c.norm == NORM_SIAMESE) {
+        SiameseBoundaryGrad a;
+        memset(&a, 0, sizeof(a));
+        a.x = stream_x(m, s);
+        a.y = stream_y(m, s);
+        for (int j = 0; j < LN_SLOTS; j++) {
+            a.mean[j] = ln_mean(m, s, j);
+            a.rstd[j] = ln_rstd(m, s, j);
+            a.w[j] = ln_w(p, c, s, j);
+            a.b[j] = ln_b(p, c, s, j);
+        }
+        a.use_ln_in = !(c.ablations & ABLATE_NO_LN_IN);
+        siamese_u_recompute(a, boundary_u(m, s), N, C);
+    }
+}
+
+// the input u_s of sub-layer s for its backward pass: kept by the forward pass, or recomputed now (-r 1)
+static const floatX* backward_input(GPT2* m, int s) {
+    if (m->recompute) boundary_recompute_u(m, s);
+    return boundary_u(m, s);
 }
 
 static void boundary_forward(GPT2* m, int b) {
@@ -803,7 +897,8 @@ static void attention_block_backward(GPT2* m, int l, const floatX* u, floatX* du
     const GPT2Config& c = m->config;
     int B = m->B, T = m->T, C = c.channels, NH = c.num_heads, N = B * T;
     size_t NC = (size_t)N * C;
-    ParameterTensors *p = &m->params, *g = &m->grads;
+    ParameterTensors* p = &m->params;
+    GradTensors* g = &m->grads;
     ActivationTensors* a = &m->acts;
     const floatX* q = a->qkvr + (size_t)l * 3 * NC;
     const floatX* att = a->att + (size_t)l * B * NH * T * T;
@@ -822,7 +917,7 @@ static void mlp_block_forward(GPT2* m, int l, const floatX* u, floatX* z) {
     size_t n4 = (size_t)N * 4 * C;
     ParameterTensors* p = &m->params;
     floatX* fch = m->acts.fch + (size_t)l * n4;
-    floatX* fch_gelu = m->acts.fch_gelu + (size_t)l * n4;
+    floatX* fch_gelu = m->acts.fch_gelu + (m->recompute ? 0 : (size_t)l * n4);
     matmul_forward(fch, u, p->fcw + (size_t)l * 4 * C * C, nullptr, N, C, 4 * C);
     bias_gelu_forward_kernel<<<elementwise_grid(n4), ELEMENTWISE_THREADS>>>(fch_gelu, fch, p->fcb + (size_t)l * 4 * C,
                                                                            n4, 4 * C);
@@ -834,11 +929,18 @@ static void mlp_block_backward(GPT2* m, int l, const floatX* u, floatX* du, floa
     const GPT2Config& c = m->config;
     int C = c.channels, N = m->B * m->T;
     size_t n4 = (size_t)N * 4 * C;
-    ParameterTensors *p = &m->params, *g = &m->grads;
+    ParameterTensors* p = &m->params;
+    GradTensors* g = &m->grads;
     floatX* dfch = m->acts.dfch;
-    matmul_backward(dfch, g->fcprojw + (size_t)l * C * 4 * C, g->fcprojb + (size_t)l * C, dz,
-                    m->acts.fch_gelu + (size_t)l * n4, p->fcprojw + (size_t)l * C * 4 * C, N, 4 * C, C, 0.0f);
-    gelu_backward_kernel<<<elementwise_grid(n4), ELEMENTWISE_THREADS>>>(dfch, m->acts.fch + (size_t)l * n4, dfch, n4);
+    const floatX* fch = m->acts.fch + (size_t)l * n4;
+    floatX* fch_gelu = m->acts.fch_gelu + (m->recompute ? 0 : (size_t)l * n4);
+    if (m->recompute) {  // -r 1: gelu(fch) again, into the one fch_gelu buffer
+        gelu_forward_kernel<<<elementwise_grid(n4), ELEMENTWISE_THREADS>>>(fch_gelu, fch, n4);
+        launchCheck();
+    }
+    matmul_backward(dfch, g->fcprojw + (size_t)l * C * 4 * C, g->fcprojb + (size_t)l * C, dz, fch_gelu,
+                    p->fcprojw + (size_t)l * C * 4 * C, N, 4 * C, C, 0.0f);
+    gelu_backward_kernel<<<elementwise_grid(n4), ELEMENTWISE_THREADS>>>(dfch, fch, dfch, n4);
     launchCheck();
     matmul_backward(du, g->fcw + (size_t)l * 4 * C * C, g->fcb + (size_t)l * 4 * C, dfch, u,
                     p->fcw + (size_t)l * 4 * C * C, N, C, 4 * C, du_beta);
@@ -892,7 +994,7 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     }
 }
 
-static void gpt2_zero_grad(GPT2* m) { cudaCheck(cudaMemset(m->grads_memory, 0, m->num_parameters * sizeof(floatX))); }
+static void gpt2_zero_grad(GPT2* m) { cudaCheck(cudaMemset(m->grads_memory, 0, m->num_parameters * sizeof(float))); }
 
 // Accumulates the gradient of grad_loss_scale * mean_loss (from the training forward pass) into the parameter
 // gradients. Mirrors reference_cpu.cpp's gpt2_backward, boundary by boundary.
@@ -909,8 +1011,8 @@ static void gpt2_backward(GPT2* m) {
                     c.padded_vocab_size, 0.0f);
     boundary_backward(m, 2 * L);
     for (int s = 2 * L - 1; s >= 0; s--) {
-        if (s % 2 == 0) attention_block_backward(m, s / 2, boundary_u(m, s), du, du_beta, dz);
-        else mlp_block_backward(m, s / 2, boundary_u(m, s), du, du_beta, dz);
+        if (s % 2 == 0) attention_block_backward(m, s / 2, backward_input(m, s), du, du_beta, dz);
+        else mlp_block_backward(m, s / 2, backward_input(m, s), du, du_beta, dz);
         boundary_backward(m, s);
     }
     // dx now holds dL/dh0 (siamese: both streams' share, added by boundary 0)
@@ -919,6 +1021,15 @@ static void gpt2_backward(GPT2* m) {
                          cudaMemcpyHostToDevice));
     encoder_backward(m->grads.wte, m->grads.wpe, a->dx, m->token_index, U, B, T, C);
     m->has_dlogits = 0;
+}
+
+// FLOPs of one token of training, as llm.c counts them for its MFU: 6 N for the parameters (2 N forward, 4 N
+// backward: every weight is one multiply-add per token in each of the three products) plus 6 L C T for the
+// attention products q k^T and att v (forward and backward, the causal half not discounted). N counts every
+// parameter, LayerNorms and embeddings included, as llm.c does; SiameseNorm's extra LayerNorms add 0.004% to N.
+static double flops_per_token(const GPT2* m, int T) {
+    const GPT2Config& c = m->config;
+    return 6.0 * m->num_parameters + 6.0 * c.num_layers * c.channels * T;
 }
 
 // sqrt of the sum of squared gradients: per-block partial sums in double, added on the host in order
@@ -942,14 +1053,16 @@ static void gpt2_update(GPT2* m, const AdamWConfig& o, float grad_scale, int t) 
     for (const TensorInfo& tensor : m->tensors) {
         float wd = tensor.decay ? o.weight_decay : 0.0f;
         adamw_kernel<<<elementwise_grid(tensor.size), ELEMENTWISE_THREADS>>>(
-            m->params_memory + tensor.offset, m->grads_memory + tensor.offset, m->m_memory + tensor.offset,
-            m->v_memory + tensor.offset, tensor.size, o.learning_rate, o.beta1, o.beta2, bc1, bc2, o.eps, wd,
+            m->params_memory + tensor.offset,
+            (void*)m->params_x == (void*)m->params_memory ? nullptr : m->params_x + tensor.offset,
+            m->grads_memory + tensor.offset, m->m_memory + tensor.offset, m->v_memory + tensor.offset, tensor.size, o.learning_rate, o.beta1, o.beta2, bc1, bc2, o.eps, wd,
             grad_scale);
         launchCheck();
     }
 }
 
 static void gpt2_free(GPT2* m) {
+    if ((void*)m->params_x != (void*)m->params_memory) cudaCheck(cudaFree(m->params_x));
     cudaCheck(cudaFree(m->params_memory));
     cudaCheck(cudaFree(m->grads_memory));
     cudaCheck(cudaFree(m->m_memory));
@@ -1037,6 +1150,7 @@ int main(int argc, char** argv) {
     if (T > cfg.max_seq_len) fail("-t %d exceeds the model's maximum sequence length %d", T, cfg.max_seq_len);
     if (train.vocab_size > cfg.vocab_size || (o.val_every > 0 && val.vocab_size > cfg.vocab_size))
         fail("the data's vocabulary (%d) is larger than the model's (%d)", train.vocab_size, cfg.vocab_size);
+    model.recompute = o.recompute;
     gpt2_allocate_activations(&model, B, T);  // now, so that sampling's smaller shapes fit in them
 
     Tokenizer tokenizer;
@@ -1104,10 +1218,16 @@ int main(int argc, char** argv) {
     row("steps", line);
     snprintf(line, sizeof(line), "%s (%d SMs)", gpu.name, gpu.sms);
     row("device", line);
-    row("precision", o.tf32 ? "float32, TF32 tensor-core matmuls (-f 1)" : "float32");
-    snprintf(line, sizeof(line), "%.0f MiB parameters+grads+AdamW, %.0f MiB activations",
-             model.num_parameters * (2.0 * sizeof(floatX) + 2.0 * sizeof(float)) / 1048576.0,
-             model.acts_bytes / 1048576.0);
+    if (!FLOATX_IS_FLOAT) row("precision", "bf16 activations and products, float32 master weights and AdamW");
+    else row("precision", o.tf32 ? "float32, TF32 tensor-core matmuls (-f 1)" : "float32");
+    if (gpu.peak_flops > 0) {
+        snprintf(line, sizeof(line), "%.1f TFLOP/s (datasheet, dense); %.3g GFLOP a token", gpu.peak_flops / 1e12,
+                 flops_per_token(&model, T) / 1e9);
+        row("MFU against", line);
+    }
+    snprintf(line, sizeof(line), "%.0f MiB parameters+grads+AdamW, %.0f MiB activations%s",
+             (double)model.num_parameters * parameter_bytes() / 1048576.0, model.acts_bytes / 1048576.0,
+             o.recompute ? " (-r 1)" : "");
     row("memory", line);
     printf("+-----------------------+----------------------------------------------------+\n");
     fflush(stdout);
@@ -1137,9 +1257,9 @@ int main(int argc, char** argv) {
         // A checkpoint holds a state whose loss was just seen to be finite: at the last step after the validation
         // above, otherwise after this step's forward and backward passes but before its update (as the CPU trainer).
         auto save_checkpoint = [&](int shard, long long position) {
-            std::vector<floatX> params = download(model.params_memory, model.num_parameters);
+            std::vector<float> params = download(model.params_memory, model.num_parameters);  // the master weights
             for (size_t i = 0; i < model.num_parameters; i++)
-                if (!std::isfinite((float)params[i]))
+                if (!std::isfinite(params[i]))
                     fail("a parameter is not finite at step %d: training diverged; no checkpoint was written", step);
             snprintf(path, sizeof(path), "%s/model_%08d.bin", o.out_dir, step);
             checkpoint_write(path, cfg, params.data());
@@ -1181,8 +1301,12 @@ int main(int argc, char** argv) {
         gpt2_update(&model, opt, grad_scale, step + 1);
         cudaCheck(cudaDeviceSynchronize());
         double ms = (now_seconds() - t0) * 1000;
-        printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | %.0f MiB GPU\n", step + 1,
-               max_steps, loss, norm, (double)opt.learning_rate, ms, o.total_batch / (ms / 1000),
+        double tokens_per_s = o.total_batch / (ms / 1000);
+        char mfu[32] = "-";
+        if (gpu.peak_flops > 0)
+            snprintf(mfu, sizeof(mfu), "%.1f%%", 100 * tokens_per_s * flops_per_token(&model, T) / gpu.peak_flops);
+        printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | MFU %s | %.0f MiB GPU\n",
+               step + 1, max_steps, loss, norm, (double)opt.learning_rate, ms, tokens_per_s, mfu,
                gpu_memory_used_mib());
         fflush(stdout);
         if (logfile) {

@@ -37,7 +37,7 @@ step "build"
 DOCTEST=${DOCTEST:-/usr/include/doctest}
 [ -f "$DOCTEST/doctest.h" ] || DOCTEST=.carry/doctest
 [ -f "$DOCTEST/doctest.h" ] || echo "no doctest.h in \$DOCTEST or .carry/doctest: tests/test_gpu will not build"
-timeout 240 make -j16 DOCTEST="$DOCTEST" train_gpt2cu tests/test_gpu reference_cpu
+timeout 240 make -j16 DOCTEST="$DOCTEST" train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16 reference_cpu
 status build $?
 
 step "tests/test_gpu: the GPU against the CPU reference"
@@ -45,6 +45,12 @@ OMP_NUM_THREADS=$(nproc) timeout 240 ./tests/test_gpu > "$RUNS/test_gpu.log" 2>&
 rc=$?
 cat "$RUNS/test_gpu.log"
 status test_gpu $rc
+
+step "tests/test_gpu_bf16: the bf16 build against the CPU reference (bf16 bounds)"
+OMP_NUM_THREADS=$(nproc) timeout 240 ./tests/test_gpu_bf16 > "$RUNS/test_gpu_bf16.log" 2>&1
+rc=$?
+cat "$RUNS/test_gpu_bf16.log"
+status test_gpu_bf16 $rc
 
 # d12 on the KJV bytes: 4096 tokens a step, about 2 TFLOP; expect ~60 ms a step in float32 on an H200
 STEPS=300
@@ -62,7 +68,7 @@ done
 
 step "TF32 off against on: siamese d12, 60 steps each"
 for f in 0 1; do
-    timeout 60 ./train_gpt2cu --norm siamese -e d12 -b 16 -t 256 -x 60 -l 6e-4 -u 20 -v 0 -s 0 -f $f \
+    timeout 60 ./train_gpt2fp32cu --norm siamese -e d12 -b 16 -t 256 -x 60 -l 6e-4 -u 20 -v 0 -s 0 -f $f \
         > "$RUNS/tf32_$f.log" 2>&1
     rc=$?
     show_run "$RUNS/tf32_$f.log" | grep -E "^step +(1|10|50)/|error"
@@ -126,7 +132,7 @@ worst_steps() {
         tps=$(awk -v ms="$ms" 'BEGIN { if (ms + 0 > 0) printf "%.0f", 4096 / (ms / 1000); else print "-" }')
         printf '%-8s | %-19s | %-9s | %-10s | %-9s | %-8s | %-9s | %-8s\n' "$layout" "$(worst_grad $layout)" \
             "$(worst_steps $layout)" "$(final_loss "$log")" "$(val_loss "$log")" "$ms" "$tps" \
-            "$(last_step_field "$log" 7)"
+            "$(last_step_field "$log" 8)"
     done
     echo "(grad err: worst over every gradient tensor of the layout's test cases, ablations included for siamese;"
     echo " 10-step: worst relative loss/norm difference over ten AdamW steps; training: d12 B=16 T=256, $STEPS steps)"

@@ -49,6 +49,7 @@ run_suite cli           bash tests/test_cli.sh
 run_suite experiments   bash experiments/smoke_test.sh
 [ -f tests/torch_check.py ] && run_suite torch $TORCH_PY tests/torch_check.py
 [ -x tests/test_gpu ] && run_suite gpu ./tests/test_gpu
+[ -x tests/test_gpu_bf16 ] && run_suite gpu_bf16 ./tests/test_gpu_bf16
 
 [ "$failed" -eq 0 ] && rm -rf "$logdir"
 if [ "$skipped" -gt 0 ]; then

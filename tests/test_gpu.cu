@@ -15,6 +15,18 @@
 // is far larger: a missing 1/c_l, a lost LayerNorm term or a wrong transpose gives errors of order 1e-1..1
 // (tests/test_gradients.cpp shows such deliberately wrong gradients failing).
 //
+// The bf16 build (tests/test_gpu_bf16, -DENABLE_BF16) runs the same cases against the same float32 reference with
+// bounds for bf16. A bf16 number has 8 significant bits, so storing a value rounds it by up to u = 2^-8 = 3.9e-3
+// relative (about u/sqrt(3) = 2.3e-3 on average over a tensor); every activation is stored in bf16 once or more
+// (and the products read bf16 copies of the weights), while the sums inside the products, LayerNorms and softmaxes
+// are float32. So each stored tensor carries ~2e-3 of independent noise, and a gradient sees the noise of the
+// ~10 tensors on its path (sqrt(10) * 2e-3 ~ 7e-3). Measured in the emulator (tools/emulate_gpu.sh, which rounds to
+// bf16 where the GPU does): 6.8e-3..1.1e-2 norm-wise and 8e-3..1.7e-2 max-wise per tensor, logits 4e-3..8e-3, the
+// loss 2e-6..5e-4, the ten-step losses and norms 6e-4..1.3e-3, at the small shapes below. The bounds leave a factor
+// of 3..8 above that (3e-2, 6e-2, 5e-3, 1e-2), and at 12 layers, where twice as many roundings lie on a path, 5e-2
+// and 1e-1 (not measured in the emulator: too slow).
+// A real mistake is still far larger (1e-1..1 norm-wise). The bit-for-bit repeat holds in bf16 too.
+//
 // Without a GPU this program prints "SKIPPED: no CUDA device" and ends with "0 passed, 0 failed, N skipped".
 #define DOCTEST_CONFIG_IMPLEMENT
 #include "doctest.h"
@@ -39,10 +51,17 @@ namespace cpu {
 static_assert(sizeof(cpu::real) == 4, "the GPU is held against the float32 build of the reference");
 
 // bounds (see the top of the file): small shapes, and the 12-layer shape
+#ifdef ENABLE_FP32
 static const double SMALL_NORM_BOUND = 1e-4, SMALL_MAX_BOUND = 3e-4;  // measured float32 noise ~1e-6
 static const double D12_NORM_BOUND = 5e-4, D12_MAX_BOUND = 1e-3;      // measured ~5e-6
 static const double LOSS_BOUND = 1e-5;                                 // relative; measured 5e-8
 static const double STEPS_BOUND = 1e-5;  // relative, each of the ten losses and gradient norms; measured 4e-8
+#else
+static const double SMALL_NORM_BOUND = 3e-2, SMALL_MAX_BOUND = 6e-2;  // bf16: measured (emulated) ~8e-3 and ~1.7e-2
+static const double D12_NORM_BOUND = 5e-2, D12_MAX_BOUND = 1e-1;      // twice the roundings on a path
+static const double LOSS_BOUND = 5e-3;                                 // relative; measured (emulated) <= 5.3e-4
+static const double STEPS_BOUND = 1e-2;  // relative, each of the ten losses and norms; measured (emulated) 1.3e-3
+#endif
 
 struct Problem {
     const char* label;
@@ -114,6 +133,13 @@ static Diff compare(const float* gpu_values, const float* cpu_values, size_t n) 
     return {r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2), rmax > 0 ? dmax / rmax : dmax};
 }
 
+template <typename T>
+static std::vector<float> as_float(const std::vector<T>& v) {
+    std::vector<float> out(v.size());
+    for (size_t i = 0; i < v.size(); i++) out[i] = (float)v[i];
+    return out;
+}
+
 static char* fmt(char* buf, size_t size, const char* format, ...) {
     va_list ap;
     va_start(ap, format);
@@ -122,30 +148,49 @@ static char* fmt(char* buf, size_t size, const char* format, ...) {
     return buf;
 }
 
+// How the GPU model runs, beyond its configuration: -r 1 recomputation
+struct Variant {
+    int recompute;
+};
+
+static void apply_variant(GPT2* g, const Variant& v) { g->recompute = v.recompute; }
+static bool is_default(const Variant& v) { return v.recompute == 0; }
+
+// the gradients of one batch (loss scale 1)
+static std::vector<float> gpu_gradients(GPT2* g, const Problem& p) {
+    gpt2_zero_grad(g);
+    gpt2_forward(g, p.inputs.data(), p.targets.data(), p.B, p.T, 1.0f);
+    gpt2_backward(g);
+    return download(g->grads_memory, g->num_parameters);
+}
+
 // One layout, one batch: logits, loss and every gradient tensor of the GPU against the CPU reference; then the
 // GPU's backward pass once more (bit-for-bit the same: no atomics), and a forward pass with a smaller batch than
-// the allocated one (what sampling does).
-static void check_against_cpu(const Problem& p, double norm_bound, double max_bound) {
+// the allocated one (what sampling does). A variant other than the default is also held against the default's
+// gradients (variant_bound, norm-wise per tensor): what the variant itself changes, without the CPU's share.
+static void check_against_cpu(const Problem& p, double norm_bound, double max_bound, Variant v = Variant{0},
+                              double variant_bound = 0) {
     const GPT2Config& c = p.config;
     int B = p.B, T = p.T, N = B * T, Vp = c.padded_vocab_size;
     cpu::GPT2 ref;
     init_cpu_model(&ref, c);
     GPT2 g;
     load_gpu_model(&g, ref);
+    apply_variant(&g, v);
 
     cpu::gpt2_forward(&ref, p.inputs.data(), p.targets.data(), B, T);
     cpu::gpt2_zero_grad(&ref);
     cpu::gpt2_backward(&ref, 1);
 
     gpt2_forward(&g, p.inputs.data(), p.targets.data(), B, T);  // logits kept
-    std::vector<floatX> logits = download(g.acts.logits, (size_t)N * Vp);
+    std::vector<float> logits = as_float(download(g.acts.logits, (size_t)N * Vp));
     Diff dl = compare(logits.data(), ref.acts.logits, (size_t)N * Vp);
     double loss_rel = std::fabs((double)g.mean_loss - ref.mean_loss) / std::fabs((double)ref.mean_loss);
 
     gpt2_zero_grad(&g);
     gpt2_forward(&g, p.inputs.data(), p.targets.data(), B, T, 1.0f);
     gpt2_backward(&g);
-    std::vector<floatX> grads = download(g.grads_memory, g.num_parameters);
+    std::vector<float> grads = download(g.grads_memory, g.num_parameters);
 
     char buf[256];
     std::string table = fmt(buf, sizeof(buf), "%s (L=%d C=%d NH=%d B=%d T=%d V=%d Vp=%d): loss cpu %.7f gpu %.7f "
@@ -173,15 +218,31 @@ static void check_against_cpu(const Problem& p, double norm_bound, double max_bo
     gpt2_zero_grad(&g);
     gpt2_forward(&g, p.inputs.data(), p.targets.data(), B, T, 1.0f);
     gpt2_backward(&g);
-    std::vector<floatX> again = download(g.grads_memory, g.num_parameters);
-    CHECK_MESSAGE(memcmp(again.data(), grads.data(), grads.size() * sizeof(floatX)) == 0,
+    std::vector<float> again = download(g.grads_memory, g.num_parameters);
+    CHECK_MESSAGE(memcmp(again.data(), grads.data(), grads.size() * sizeof(float)) == 0,
                   "two backward passes of the same batch differ");
+
+    if (!is_default(v)) {
+        GPT2 g0;
+        load_gpu_model(&g0, ref);
+        std::vector<float> grads0 = gpu_gradients(&g0, p);
+        double worst = 0;
+        std::string worst_name = "-";
+        for (const TensorInfo& t : g.tensors) {
+            Diff d = compare(grads.data() + t.offset, grads0.data() + t.offset, t.size);
+            if (!(d.norm_rel <= worst)) worst = d.norm_rel, worst_name = t.name;
+        }
+        MESSAGE(std::string(fmt(buf, sizeof(buf), "VARIANTCHECK %s against the default variant: norm_rel=%.2e (%s)",
+                                p.label, worst, worst_name.c_str())));
+        CHECK(worst <= variant_bound);
+        gpt2_free(&g0);
+    }
 
     // a smaller batch in the same allocation, as sampling runs it: the first row, T - 3 positions
     int Ts = std::max(1, T - 3);
     cpu::gpt2_forward(&ref, p.inputs.data(), nullptr, 1, Ts);
     gpt2_forward(&g, p.inputs.data(), nullptr, 1, Ts);
-    std::vector<floatX> small = download(g.acts.logits, (size_t)Ts * Vp);
+    std::vector<float> small = as_float(download(g.acts.logits, (size_t)Ts * Vp));
     Diff ds = compare(small.data(), ref.acts.logits, (size_t)Ts * Vp);
     INFO("logits of a (1, " << Ts << ") batch: norm-rel " << ds.norm_rel);
     CHECK(ds.norm_rel <= norm_bound);
@@ -280,6 +341,27 @@ TEST_CASE("ten AdamW steps with accumulation and clipping give the CPU reference
         gpt2_free(&g);
         cpu::gpt2_free(&ref);
     }
+}
+
+// -r 1 recomputes u (each layout's LayerNorm output) and gelu(fch) in the backward pass from what the forward pass
+// kept. The recomputation applies the forward's formulas to the same stored numbers, so the gradients should agree
+// with -r 0 up to how the compiler fuses multiply-adds in two different kernels: bound 1e-6 (fp32), and in bf16
+// 1e-3 (a u that rounds to the neighbouring bf16 value somewhere moves a gradient by far less than that).
+#ifdef ENABLE_FP32
+static const double RECOMPUTE_BOUND = 1e-6;
+#else
+static const double RECOMPUTE_BOUND = 1e-3;
+#endif
+TEST_CASE("-r 1: pre, post and siamese with recomputation match the CPU reference and -r 0") {
+    Variant r1 = {1};
+    check_against_cpu(make_problem("pre-r1", NORM_PRE, 0, 2, 136, 4, 32, 60, 3, 20), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, r1, RECOMPUTE_BOUND);
+    check_against_cpu(make_problem("post-r1", NORM_POST, 0, 2, 144, 3, 40, 60, 2, 33), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, r1, RECOMPUTE_BOUND);
+    check_against_cpu(make_problem("siamese-r1", NORM_SIAMESE, 0, 2, 192, 6, 32, 60, 3, 24), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, r1, RECOMPUTE_BOUND);
+    check_against_cpu(make_problem("siamese-no-ln-in-r1", NORM_SIAMESE, ABLATE_NO_LN_IN, 2, 64, 4, 32, 60, 3, 24),
+                      SMALL_NORM_BOUND, SMALL_MAX_BOUND, r1, RECOMPUTE_BOUND);
 }
 
 // GPT-2 small's shape: 12 layers, 768 channels, 12 heads, T 256, B 2, GPT-2's vocabulary (padded to 50304)
