@@ -21,6 +21,13 @@ PRECISION_FLAG = -DENABLE_FP32
 else
 $(error PRECISION must be BF16 or FP32, not '$(PRECISION)')
 endif
+# the attention of train_gpt2cu: materialized (cuBLAS, the T x T matrix kept) or flash (attention.cuh, none kept)
+ATTENTION ?= materialized
+ifeq ($(ATTENTION),flash)
+PRECISION_FLAG += -DFLASH_ATTENTION
+else ifneq ($(ATTENTION),materialized)
+$(error ATTENTION must be materialized or flash, not '$(ATTENTION)')
+endif
 
 HAVE_NVCC := $(shell command -v $(NVCC) 2> /dev/null)
 
@@ -51,9 +58,10 @@ tests/ref_tool: tests/ref_tool.cpp reference_cpu.cpp gpt2_common.h
 deps:
 	@bash .ci/deps test
 
-# the CUDA trainer in $(PRECISION) (default bf16), and always in float32 (-f 1 there for TF32 matrix products).
-# A stamp file remembers the precision of the last build, so that changing PRECISION rebuilds.
-CUDA_SRCS = train_gpt2.cu siamese.cuh cuda_common.cuh gpt2_common.h
+# the CUDA trainer in $(PRECISION) (default bf16) with $(ATTENTION) attention, and always in float32 with the
+# materialized attention (-f 1 there for TF32 matrix products). A stamp file remembers the last build's choices, so
+# that changing PRECISION or ATTENTION rebuilds.
+CUDA_SRCS = train_gpt2.cu siamese.cuh attention.cuh cuda_common.cuh gpt2_common.h
 train_gpt2cu: $(CUDA_SRCS) .precision
 	$(NVCC) $(NVFLAGS) $(PRECISION_FLAG) -o $@ $< $(NVLIBS)
 
@@ -61,7 +69,7 @@ train_gpt2fp32cu: $(CUDA_SRCS)
 	$(NVCC) $(NVFLAGS) -DENABLE_FP32 -o $@ $< $(NVLIBS)
 
 .precision: FORCE
-	@echo $(PRECISION) | cmp -s - $@ || echo $(PRECISION) > $@
+	@echo $(PRECISION) $(ATTENTION) | cmp -s - $@ || echo $(PRECISION) $(ATTENTION) > $@
 
 # the GPU against the CPU reference (float build, OpenMP) in one program, once per precision; runs only where a GPU
 # is present

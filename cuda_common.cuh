@@ -62,6 +62,14 @@ static void cublas_check(cublasStatus_t status, const char* what, const char* fi
 
 static inline int ceil_div(long long a, long long b) { return (int)((a + b - 1) / b); }
 
+// the dynamic shared memory of a kernel (its size is the third launch parameter), as an array `name` of T
+// (tools/cuda_emulator defines its own)
+#ifndef DYNAMIC_SHARED
+#define DYNAMIC_SHARED(T, name)                                    \
+    extern __shared__ __align__(16) unsigned char dynamic_smem_[]; \
+    T* name = (T*)dynamic_smem_
+#endif
+
 // ----------------------------------------------------------------------------------------------------------------
 // the device context
 

@@ -28,6 +28,18 @@ Define TRAIN_GPT2_NO_MAIN before including this file to use it as a library (tes
 #include "gpt2_common.h"
 #include "cuda_common.cuh"
 #include "siamese.cuh"
+#include "attention.cuh"
+
+// Attention: materialized (cuBLAS products around a softmax kernel, the T x T matrix kept for the backward pass) or
+// flash (attention.cuh: no T x T matrix, the softmax recomputed from one log-sum-exp a row). Chosen at build time
+// (make ATTENTION=flash -> -DFLASH_ATTENTION) and per model by the tests (GPT2::attention).
+enum { ATTENTION_MATERIALIZED = 0, ATTENTION_FLASH = 1 };
+#ifdef FLASH_ATTENTION
+static const int DEFAULT_ATTENTION = ATTENTION_FLASH;
+#else
+static const int DEFAULT_ATTENTION = ATTENTION_MATERIALIZED;
+#endif
+static const char* const ATTENTION_NAMES[] = {"materialized (cuBLAS + softmax kernel)", "flash (attention.cuh)"};
 
 // ----------------------------------------------------------------------------------------------------------------
 // encoder: h0[n, :] = wte[tok[n], :] + wpe[n % T, :]   (n = b * T + t)
@@ -351,6 +363,20 @@ __global__ void softmax_causal_backward_kernel(floatX* datt, const floatX* att, 
 static const int ELEMENTWISE_THREADS = 256;
 static int elementwise_grid(size_t n) { return ceil_div((long long)n, ELEMENTWISE_THREADS); }
 
+static void permute_qkv(floatX* q, floatX* k, floatX* v, const floatX* qkv, const floatX* bias, int B, int T, int NH,
+                        int hs) {
+    permute_qkv_kernel<<<elementwise_grid((size_t)B * T * NH * hs), ELEMENTWISE_THREADS>>>(q, k, v, qkv, bias, B, T,
+                                                                                          NH, hs);
+    launchCheck();
+}
+
+static void permute_qkv_backward(floatX* dqkv, const floatX* dq, const floatX* dk, const floatX* dv, int B, int T,
+                                 int NH, int hs) {
+    permute_qkv_backward_kernel<<<elementwise_grid((size_t)B * T * NH * hs), ELEMENTWISE_THREADS>>>(dqkv, dq, dk, dv,
+                                                                                                   B, T, NH, hs);
+    launchCheck();
+}
+
 // out (B, T, C) = attention(qkv + bias); q, k, v (each B, NH, T, hs) and att (B, NH, T, T) are kept;
 // vaccum (B, NH, T, hs) is scratch
 static void attention_forward(floatX* out, floatX* q, floatX* k, floatX* v, floatX* att, floatX* vaccum,
@@ -358,8 +384,7 @@ static void attention_forward(floatX* out, floatX* q, floatX* k, floatX* v, floa
     int hs = C / NH;
     size_t n = (size_t)B * T * C;
     float scale = 1.0f / sqrtf((float)hs);
-    permute_qkv_kernel<<<elementwise_grid(n), ELEMENTWISE_THREADS>>>(q, k, v, qkv, bias, B, T, NH, hs);
-    launchCheck();
+    permute_qkv(q, k, v, qkv, bias, B, T, NH, hs);
     // preatt[t][t2] = scale * q_t . k_t2: column-major (T keys, T queries) = k^T q per head
     gemm_batched(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, scale, k, hs, (long long)T * hs, q, hs, (long long)T * hs, 0.0f,
                  att, T, (long long)T * T, B * NH);
@@ -394,8 +419,7 @@ static void attention_backward(floatX* dqkv, floatX* dq, floatX* dk, floatX* dv,
     // through preatt = scale * q k^T:  dq[t] = scale * sum_t2 dpre[t][t2] k_t2;  dk[t2] = scale * sum_t dpre[t][t2] q_t
     gemm_batched(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, scale, k, hs, sh, datt, T, st, 0.0f, dq, hs, sh, B * NH);
     gemm_batched(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, scale, q, hs, sh, datt, T, st, 0.0f, dk, hs, sh, B * NH);
-    permute_qkv_backward_kernel<<<elementwise_grid(n), ELEMENTWISE_THREADS>>>(dqkv, dq, dk, dv, B, T, NH, hs);
-    launchCheck();
+    permute_qkv_backward(dqkv, dq, dk, dv, B, T, NH, hs);
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -538,7 +562,8 @@ typedef struct {
     float* ln_mean;    // (2L+1, 3, B,T) LayerNorm statistics of boundary b by slot (LN_X, LN_Y, LN_IN)
     float* ln_rstd;    // (2L+1, 3, B,T)
     floatX* qkvr;      // (L, 3, B,NH,T,hs) q, k, v of each head, bias added
-    floatX* att;       // (L, B,NH,T,T) the causal softmax
+    floatX* att;       // (L, B,NH,T,T) the causal softmax (materialized attention only)
+    float* lse;        // (L, B,NH,T) log-sum-exp of each query's scores (flash attention only)
     floatX* atty;      // (L, B,T,C) attention output before its projection
     floatX* fch;       // (L, B,T,4C) fc output, bias added
     floatX* fch_gelu;  // (L, B,T,4C); -r 1: (B,T,4C), the current layer's only, recomputed from fch
@@ -548,7 +573,7 @@ typedef struct {
     // scratch of the forward pass, reused by every layer
     floatX* z;         // (B,T,C) the output of the current sub-layer
     floatX* qkv;       // (B,T,3C) the qkv product before the permute
-    floatX* vaccum;    // (B,NH,T,hs) att @ v before the unpermute
+    floatX* vaccum;    // (B,NH,T,hs) att @ v before the unpermute (materialized)
     // scratch of the backward pass
     floatX* dx;        // (B,T,C) dL/dx of the stream at the current boundary; pre: also dL/dz, post: also dL/du
     floatX* dy;        // (B,T,C) siamese: dL/dy
@@ -556,18 +581,21 @@ typedef struct {
     floatX* du;        // (B,T,C) pre/siamese: dL/du (and dL/dhf)
     floatX* dfch;      // (B,T,4C) MLP: dL/dfch_gelu, then dL/dfch in place
     floatX* datty;     // (B,T,C)
-    floatX* dvaccum;   // (B,NH,T,hs)
+    floatX* dvaccum;   // (B,NH,T,hs) (materialized)
     floatX* dqkvr;     // (3, B,NH,T,hs)
     floatX* dqkv;      // (B,T,3C)
-    floatX* datt;      // (B,NH,T,T)
+    floatX* datt;      // (B,NH,T,T) (materialized)
+    float* attD;       // (B,NH,T) dout . out per query (flash)
 } ActivationTensors;
 
 // points the tensors into memory (null: only count); returns the bytes needed. Each tensor starts 256-aligned.
 // recompute (-r 1): u and fch_gelu are kept for one sub-layer only and recomputed in the backward pass.
-static size_t point_activations(const GPT2Config& c, int B, int T, int recompute, ActivationTensors* a,
+// attention: ATTENTION_FLASH keeps no T x T matrix (att, datt), but lse.
+static size_t point_activations(const GPT2Config& c, int B, int T, int recompute, int attention, ActivationTensors* a,
                                 char* memory) {
     size_t C = c.channels, L = c.num_layers, NH = c.num_heads, Vp = c.padded_vocab_size, BT = (size_t)B * T;
-    size_t NC = BT * C, att = (size_t)B * NH * T * T;
+    int flash = attention == ATTENTION_FLASH;
+    size_t NC = BT * C, att = flash ? 0 : (size_t)B * NH * T * T, rows = (size_t)B * NH * T;
     int post = c.norm == NORM_POST, siamese = c.norm == NORM_SIAMESE;
     size_t kept = recompute ? 1 : L;  // how many layers' u and fch_gelu are kept
     struct { floatX** ptr; size_t count; } xs[] = {
@@ -575,15 +603,17 @@ static size_t point_activations(const GPT2Config& c, int B, int T, int recompute
         {&a->sum, post ? 2 * L * NC : 0}, {&a->qkvr, L * 3 * NC},             {&a->att, L * att},
         {&a->atty, L * NC},               {&a->fch, L * 4 * NC},              {&a->fch_gelu, kept * 4 * NC},
         {&a->hf, post ? 0 : NC},          {&a->logits, BT * Vp},              {&a->z, NC},
-        {&a->qkv, 3 * NC},                {&a->vaccum, NC},                   {&a->dx, NC},
+        {&a->qkv, 3 * NC},                {&a->vaccum, flash ? 0 : NC},       {&a->dx, NC},
         {&a->dy, siamese ? NC : 0},       {&a->dz, siamese ? NC : 0},         {&a->du, post ? 0 : NC},
-        {&a->dfch, 4 * NC},               {&a->datty, NC},                    {&a->dvaccum, NC},
+        {&a->dfch, 4 * NC},               {&a->datty, NC},                    {&a->dvaccum, flash ? 0 : NC},
         {&a->dqkvr, 3 * NC},              {&a->dqkv, 3 * NC},                 {&a->datt, att},
     };
     struct { float** ptr; size_t count; } fs[] = {
         {&a->ln_mean, (2 * L + 1) * LN_SLOTS * BT},
         {&a->ln_rstd, (2 * L + 1) * LN_SLOTS * BT},
         {&a->losses, BT},
+        {&a->lse, flash ? L * rows : 0},
+        {&a->attD, flash ? rows : 0},
     };
     size_t total = 0;
     for (auto& e : xs) {
@@ -616,6 +646,7 @@ typedef struct {
     int *inputs, *targets;    // (B, T) on the device
     int* token_index;         // (3 B T + 1) on the device, see build_token_index
     int recompute;            // -r 1: recompute u and fch_gelu in the backward pass (set before the first forward)
+    int attention;            // ATTENTION_MATERIALIZED or ATTENTION_FLASH (set before the first forward)
     std::vector<int> host_inputs, host_index;
     std::vector<float> host_losses;
     float mean_loss;  // of the last forward pass with targets; -1 without
@@ -644,6 +675,7 @@ static void gpt2_allocate_parameters(GPT2* model) {
     model->inputs = model->targets = model->token_index = nullptr;
     model->batch_size = model->seq_len = 0;
     model->recompute = 0;
+    model->attention = DEFAULT_ATTENTION;
     model->mean_loss = -1;
     model->has_dlogits = 0;
     // the row kernels' and the bias reductions' partial sums (see cuda_common.cuh)
@@ -687,9 +719,10 @@ static std::vector<T> download(const T* device, size_t n) {
 static void gpt2_allocate_activations(GPT2* m, int B, int T) {
     m->batch_size = B;
     m->seq_len = T;
-    m->acts_bytes = point_activations(m->config, B, T, m->recompute, &m->acts, nullptr);
+    if (m->attention == ATTENTION_FLASH) flash_check_head_size(m->config.channels / m->config.num_heads);
+    m->acts_bytes = point_activations(m->config, B, T, m->recompute, m->attention, &m->acts, nullptr);
     m->acts_memory = cuda_malloc<char>(m->acts_bytes, "the activations");
-    point_activations(m->config, B, T, m->recompute, &m->acts, m->acts_memory);
+    point_activations(m->config, B, T, m->recompute, m->attention, &m->acts, m->acts_memory);
     size_t N = (size_t)B * T;
     m->inputs = cuda_malloc<int>(N, "the inputs");
     m->targets = cuda_malloc<int>(N, "the targets");
@@ -886,10 +919,16 @@ static void attention_block_forward(GPT2* m, int l, const floatX* u, floatX* z) 
     ParameterTensors* p = &m->params;
     ActivationTensors* a = &m->acts;
     floatX* q = a->qkvr + (size_t)l * 3 * NC;
-    floatX* att = a->att + (size_t)l * B * NH * T * T;
     floatX* atty = a->atty + (size_t)l * NC;
+    const floatX* qkvb = p->qkvb + (size_t)l * 3 * C;
     matmul_forward(a->qkv, u, p->qkvw + (size_t)l * 3 * C * C, nullptr, N, C, 3 * C);
-    attention_forward(atty, q, q + NC, q + 2 * NC, att, a->vaccum, a->qkv, p->qkvb + (size_t)l * 3 * C, B, T, C, NH);
+    if (m->attention == ATTENTION_FLASH) {
+        permute_qkv(q, q + NC, q + 2 * NC, a->qkv, qkvb, B, T, NH, C / NH);
+        flash_attention_forward(atty, a->lse + (size_t)l * B * NH * T, q, q + NC, q + 2 * NC, B, T, C, NH);
+    } else {
+        floatX* att = a->att + (size_t)l * B * NH * T * T;
+        attention_forward(atty, q, q + NC, q + 2 * NC, att, a->vaccum, a->qkv, qkvb, B, T, C, NH);
+    }
     matmul_forward(z, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, N, C, C);
 }
 
@@ -901,12 +940,19 @@ static void attention_block_backward(GPT2* m, int l, const floatX* u, floatX* du
     GradTensors* g = &m->grads;
     ActivationTensors* a = &m->acts;
     const floatX* q = a->qkvr + (size_t)l * 3 * NC;
-    const floatX* att = a->att + (size_t)l * B * NH * T * T;
     const floatX* atty = a->atty + (size_t)l * NC;
     matmul_backward(a->datty, g->attprojw + (size_t)l * C * C, g->attprojb + (size_t)l * C, dz, atty,
                     p->attprojw + (size_t)l * C * C, N, C, C, 0.0f);
-    attention_backward(a->dqkv, a->dqkvr, a->dqkvr + NC, a->dqkvr + 2 * NC, a->datt, a->dvaccum, a->datty, q, q + NC,
-                       q + 2 * NC, att, B, T, C, NH);
+    floatX *dq = a->dqkvr, *dk = dq + NC, *dv = dq + 2 * NC;
+    if (m->attention == ATTENTION_FLASH) {
+        flash_attention_backward(dq, dk, dv, a->attD, a->datty, atty, q, q + NC, q + 2 * NC,
+                                 a->lse + (size_t)l * B * NH * T, B, T, C, NH);
+        permute_qkv_backward(a->dqkv, dq, dk, dv, B, T, NH, C / NH);
+    } else {
+        const floatX* att = a->att + (size_t)l * B * NH * T * T;
+        attention_backward(a->dqkv, dq, dk, dv, a->datt, a->dvaccum, a->datty, q, q + NC, q + 2 * NC, att, B, T, C,
+                           NH);
+    }
     matmul_backward(du, g->qkvw + (size_t)l * 3 * C * C, g->qkvb + (size_t)l * 3 * C, a->dqkv, u,
                     p->qkvw + (size_t)l * 3 * C * C, N, C, 3 * C, du_beta);
 }
@@ -1220,6 +1266,7 @@ int main(int argc, char** argv) {
     row("device", line);
     if (!FLOATX_IS_FLOAT) row("precision", "bf16 activations and products, float32 master weights and AdamW");
     else row("precision", o.tf32 ? "float32, TF32 tensor-core matmuls (-f 1)" : "float32");
+    row("attention", ATTENTION_NAMES[model.attention]);
     if (gpu.peak_flops > 0) {
         snprintf(line, sizeof(line), "%.1f TFLOP/s (datasheet, dense); %.3g GFLOP a token", gpu.peak_flops / 1e12,
                  flops_per_token(&model, T) / 1e9);

@@ -148,13 +148,18 @@ static char* fmt(char* buf, size_t size, const char* format, ...) {
     return buf;
 }
 
-// How the GPU model runs, beyond its configuration: -r 1 recomputation
+// How the GPU model runs, beyond its configuration: -r 1 recomputation, the attention (the test's default is the
+// materialized one whatever the build's is, so that both are held against the CPU and against each other)
 struct Variant {
     int recompute;
+    int attention;
 };
 
-static void apply_variant(GPT2* g, const Variant& v) { g->recompute = v.recompute; }
-static bool is_default(const Variant& v) { return v.recompute == 0; }
+static void apply_variant(GPT2* g, const Variant& v) {
+    g->recompute = v.recompute;
+    g->attention = v.attention;
+}
+static bool is_default(const Variant& v) { return v.recompute == 0 && v.attention == ATTENTION_MATERIALIZED; }
 
 // the gradients of one batch (loss scale 1)
 static std::vector<float> gpu_gradients(GPT2* g, const Problem& p) {
@@ -168,8 +173,8 @@ static std::vector<float> gpu_gradients(GPT2* g, const Problem& p) {
 // GPU's backward pass once more (bit-for-bit the same: no atomics), and a forward pass with a smaller batch than
 // the allocated one (what sampling does). A variant other than the default is also held against the default's
 // gradients (variant_bound, norm-wise per tensor): what the variant itself changes, without the CPU's share.
-static void check_against_cpu(const Problem& p, double norm_bound, double max_bound, Variant v = Variant{0},
-                              double variant_bound = 0) {
+static void check_against_cpu(const Problem& p, double norm_bound, double max_bound,
+                              Variant v = Variant{0, ATTENTION_MATERIALIZED}, double variant_bound = 0) {
     const GPT2Config& c = p.config;
     int B = p.B, T = p.T, N = B * T, Vp = c.padded_vocab_size;
     cpu::GPT2 ref;
@@ -225,6 +230,7 @@ static void check_against_cpu(const Problem& p, double norm_bound, double max_bo
     if (!is_default(v)) {
         GPT2 g0;
         load_gpu_model(&g0, ref);
+        apply_variant(&g0, Variant{0, ATTENTION_MATERIALIZED});
         std::vector<float> grads0 = gpu_gradients(&g0, p);
         double worst = 0;
         std::string worst_name = "-";
@@ -353,7 +359,7 @@ static const double RECOMPUTE_BOUND = 1e-6;
 static const double RECOMPUTE_BOUND = 1e-3;
 #endif
 TEST_CASE("-r 1: pre, post and siamese with recomputation match the CPU reference and -r 0") {
-    Variant r1 = {1};
+    Variant r1 = {1, ATTENTION_MATERIALIZED};
     check_against_cpu(make_problem("pre-r1", NORM_PRE, 0, 2, 136, 4, 32, 60, 3, 20), SMALL_NORM_BOUND,
                       SMALL_MAX_BOUND, r1, RECOMPUTE_BOUND);
     check_against_cpu(make_problem("post-r1", NORM_POST, 0, 2, 144, 3, 40, 60, 2, 33), SMALL_NORM_BOUND,
@@ -362,6 +368,31 @@ TEST_CASE("-r 1: pre, post and siamese with recomputation match the CPU referenc
                       SMALL_MAX_BOUND, r1, RECOMPUTE_BOUND);
     check_against_cpu(make_problem("siamese-no-ln-in-r1", NORM_SIAMESE, ABLATE_NO_LN_IN, 2, 64, 4, 32, 60, 3, 24),
                       SMALL_NORM_BOUND, SMALL_MAX_BOUND, r1, RECOMPUTE_BOUND);
+}
+
+// Flash attention (attention.cuh) against the CPU reference and against the materialized attention: head sizes 16,
+// 34, 48 and 128 (the largest it takes), T not a multiple of the 16-query and 32-key tiles and long enough for
+// several tiles of each. The two attentions sum in different orders (online softmax), so in fp32 they differ by
+// float32 noise (bound 1e-5 as for the CPU, measured in the emulator below 1e-6); in bf16 by bf16 noise (the
+// materialized one rounds the T x T matrix to bf16, flash keeps p in float32): the bf16 bound.
+#ifdef ENABLE_FP32
+static const double FLASH_BOUND = 1e-5;
+#else
+static const double FLASH_BOUND = 3e-2;
+#endif
+TEST_CASE("flash attention: pre, post and siamese match the CPU reference and the materialized attention") {
+    Variant flash = {0, ATTENTION_FLASH};
+    check_against_cpu(make_problem("pre-flash", NORM_PRE, 0, 2, 136, 4, 80, 60, 2, 70), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, flash, FLASH_BOUND);
+    check_against_cpu(make_problem("post-flash", NORM_POST, 0, 2, 144, 3, 40, 60, 2, 33), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, flash, FLASH_BOUND);
+    check_against_cpu(make_problem("siamese-flash", NORM_SIAMESE, 0, 2, 64, 4, 80, 60, 2, 75), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, flash, FLASH_BOUND);
+    check_against_cpu(make_problem("siamese-flash-hs128", NORM_SIAMESE, 0, 1, 256, 2, 40, 60, 2, 37),
+                      SMALL_NORM_BOUND, SMALL_MAX_BOUND, flash, FLASH_BOUND);
+    // flash with -r 1, as a long run at large T would use them
+    check_against_cpu(make_problem("siamese-flash-r1", NORM_SIAMESE, 0, 2, 192, 6, 32, 60, 3, 24), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, Variant{1, ATTENTION_FLASH}, FLASH_BOUND);
 }
 
 // GPT-2 small's shape: 12 layers, 768 channels, 12 heads, T 256, B 2, GPT-2's vocabulary (padded to 50304)

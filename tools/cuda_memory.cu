@@ -14,7 +14,7 @@ static double gib(double bytes) { return bytes / (1024.0 * 1024 * 1024); }
 static double trainer_bytes(const GPT2Config& c, int B, int T) {
     ActivationTensors a;
     double params = (double)count_parameters(c) * (2 * sizeof(floatX) + 2 * sizeof(float));
-    double acts = (double)point_activations(c, B, T, 0, &a, nullptr);
+    double acts = (double)point_activations(c, B, T, 0, DEFAULT_ATTENTION, &a, nullptr);
     double tokens = (5.0 * B * T + 1) * sizeof(int);
     double partials = 4.0 * std::max((size_t)H100_SMS * MAX_ROW_BLOCKS_PER_SM * 2 * LN_SLOTS * c.channels,
                                      (size_t)BIAS_MAX_CHUNKS * 4 * c.channels);
@@ -51,7 +51,7 @@ int main() {
     for (int norm = 0; norm < 3; norm++) {
         GPT2Config c = {T, GPT2_VOCAB, pad_vocab(GPT2_VOCAB), 12, 12, 768, norm, 0};
         ActivationTensors a;
-        double one = (double)point_activations(c, 1, T, 0, &a, nullptr), two = (double)point_activations(c, 2, T, 0, &a, nullptr);
+        double one = (double)point_activations(c, 1, T, 0, DEFAULT_ATTENTION, &a, nullptr), two = (double)point_activations(c, 2, T, 0, DEFAULT_ATTENTION, &a, nullptr);
         printf("  %-8s %.0f KiB per token over all layers (%.1f KiB per layer)\n", NORM_NAMES[norm],
                (two - one) / T / 1024, (two - one) / T / 1024 / 12);
     }

@@ -43,6 +43,11 @@ inline cudaError_t cudaMemset(void* d, int v, size_t n) { memset(d, v, n); retur
 inline cudaError_t cudaGetLastError() { return 0; }
 inline cudaError_t cudaDeviceSynchronize() { return 0; }
 inline cudaError_t cudaMemGetInfo(size_t* f, size_t* t) { *f = 1 << 30; *t = 2u << 30; return 0; }
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
+template <typename K> cudaError_t cudaFuncSetAttribute(K, cudaFuncAttribute, int bytes) {
+    if (bytes > 227 * 1024) { fprintf(stderr, "EMU: %d bytes of shared memory, more than an H100 has\n", bytes); abort(); }
+    return 0;
+}
 template <typename K> cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* n, K, int, size_t) { *n = 2; return 0; }
 
 // ---- the scheduler
@@ -70,6 +75,14 @@ inline void emu_entry() {
     swapcontext(&emu_threads[emu_cur].ctx, &emu_sched);
 }
 inline void __syncthreads() { emu_wait(1); }
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+    if (mask != 0xffffffffu) { fprintf(stderr, "EMU: partial __syncwarp mask\n"); abort(); }
+    emu_wait(2);
+}
+// dynamic shared memory: one buffer for the block that runs, NaN-filled before each block (reading what nobody
+// wrote shows)
+inline std::vector<float> emu_dynamic_shared;
+#define DYNAMIC_SHARED(T, name) T* name = (T*)emu_dynamic_shared.data()
 template <typename T> T __shfl_xor_sync(unsigned mask, T v, int o) {
     if (mask != 0xffffffffu) { fprintf(stderr, "EMU: partial shuffle mask\n"); abort(); }
     int t = emu_cur;
@@ -150,9 +163,13 @@ inline void emu_run(dim3 grid, dim3 block, const std::function<void()>& body) {
         for (unsigned y = 0; y < grid.y; y++)
             for (unsigned x = 0; x < grid.x; x++) {
                 blockIdx = dim3(x, y, z);
+                std::fill(emu_dynamic_shared.begin(), emu_dynamic_shared.end(), NAN);
                 emu_run_block(n);
             }
 }
-template <typename K> auto emu_launch(K kernel, dim3 grid, dim3 block) {
-    return [=](auto... args) { emu_run(grid, block, [&]() { kernel(args...); }); };
+template <typename K> auto emu_launch(K kernel, dim3 grid, dim3 block, size_t shared_bytes = 0) {
+    return [=](auto... args) {
+        emu_dynamic_shared.assign((shared_bytes + 3) / 4, NAN);
+        emu_run(grid, block, [&]() { kernel(args...); });
+    };
 }

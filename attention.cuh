@@ -1,0 +1,347 @@
+/*
+attention.cuh: causal self-attention without the T x T matrix ("flash attention": Dao et al. 2022, with the
+backward pass of FlashAttention-2), the portable version: float32 math on CUDA cores, tiles in shared memory, any
+head size up to FLASH_MAX_HEAD_SIZE. It runs in the emulator (tools/emulate_gpu.sh), so the algorithm itself is
+verified without a GPU; a tensor-core version would keep these three kernels' structure and tests.
+
+Per (batch b, head h), with q, k, v (T, hs) and scale = 1/sqrt(hs):
+
+    s_ij = scale * q_i . k_j   for j <= i (causal)          p_ij = exp(s_ij - lse_i),  lse_i = log sum_j exp(s_ij)
+    out_i = sum_j p_ij v_j
+
+Forward (online softmax). The keys come in tiles; a query row keeps its running max m, its running sum l of
+exp(s - m) and its unnormalized output o. A new tile with scores s_j: m' = max(m, max_j s_j), then
+l = l exp(m - m') + sum_j exp(s_j - m') and o = o exp(m - m') + sum_j exp(s_j - m') v_j. At the end out = o / l,
+and lse = m + log l is kept (one float a row) for the backward pass: it gives every p_ij back from s_ij alone.
+
+Backward. With dout_i = dL/dout_i and D_i = dout_i . out_i (= sum_j p_ij dp_ij):
+
+    dp_ij = dout_i . v_j        ds_ij = p_ij (dp_ij - D_i)      (the softmax's backward)
+    dv_j = sum_i p_ij dout_i    dk_j = scale sum_i ds_ij q_i    dq_i = scale sum_j ds_ij k_j
+
+dk and dv are sums over queries, dq over keys. So the backward pass is two kernels: one owns a tile of keys and
+walks the queries that see them (dk, dv), the other owns a tile of queries and walks their keys (dq). Each
+recomputes p and ds for its pairs; no sum is shared between blocks, so there are no atomics and the result
+repeats bit for bit.
+
+The three kernels share one shape. A block owns FLASH_OWN rows (queries, or keys) of one (b, h): warp w owns rows
+w * FLASH_ROWS_PER_WARP ... and keeps their accumulators in registers, lane l the head channels l, l + 32, ...
+(at most FLASH_MAX_HEAD_SIZE / 32 of them). The other side comes in tiles of 32 rows in shared memory, one row
+per lane: lane l computes the dot products of its tile row with the warp's own row (s, dp), the warp reduces or
+shares them (warp_max, warp_sum, a row of shared memory), and each lane adds its channels' share of the weighted
+sum over the tile. Shared rows are padded to hs + 1 floats so that the lanes' walks along different rows hit
+different banks.
+
+Layouts: q, k, v, dq, dk, dv (B, NH, T, hs) (attention_forward's permute, bias added); out and dout (B, T, C)
+with head h at channels h hs .. h hs + hs - 1; lse and D (B, NH, T), float32.
+*/
+#pragma once
+#include "cuda_common.cuh"
+
+static const int FLASH_WARPS = 4, FLASH_ROWS_PER_WARP = 4;
+static const int FLASH_OWN = FLASH_WARPS * FLASH_ROWS_PER_WARP;  // rows a block owns
+static const int FLASH_TILE = 32;                                // rows of the other side per tile: one per lane
+static const int FLASH_MAX_HEAD_SIZE = 128;
+static const int FLASH_DIMS = FLASH_MAX_HEAD_SIZE / 32;          // head channels per lane, at most
+
+// the dot product of two rows of hs floats in shared memory
+__device__ inline float dot_shared(const float* a, const float* b, int hs) {
+    float s = 0.0f;
+    for (int d = 0; d < hs; d++) s += a[d] * b[d];
+    return s;
+}
+
+// rows [r0, r0 + rows) of a (T, hs) head matrix (rows at stride hs) into shared memory at stride hs + 1, as float;
+// rows past T become 0. Every thread of the block takes part.
+__device__ inline void load_tile(float* dst, const floatX* src, int r0, int rows, int T, int hs) {
+    for (int idx = threadIdx.x; idx < rows * hs; idx += blockDim.x) {
+        int r = idx / hs, d = idx % hs;
+        dst[r * (hs + 1) + d] = r0 + r < T ? (float)src[(size_t)(r0 + r) * hs + d] : 0.0f;
+    }
+}
+
+// the same for rows of a (T, C) matrix with head h's hs channels at offset h * hs (out, dout)
+__device__ inline void load_tile_btc(float* dst, const floatX* src, int r0, int rows, int T, int C, int hs) {
+    for (int idx = threadIdx.x; idx < rows * hs; idx += blockDim.x) {
+        int r = idx / hs, d = idx % hs;
+        dst[r * (hs + 1) + d] = r0 + r < T ? (float)src[(size_t)(r0 + r) * C + d] : 0.0f;
+    }
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// forward: block (query tile, h, b) owns FLASH_OWN queries; key tiles of 32 from 0 up to its last query.
+// Shared: Qs (FLASH_OWN rows), Ks and Vs (32 rows each), Ps (a row of 32 weights per warp).
+
+__global__ void __launch_bounds__(FLASH_WARPS * 32)
+    flash_attention_forward_kernel(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int T,
+                                   int NH, int hs, float scale) {
+    DYNAMIC_SHARED(float, smem);
+    int stride = hs + 1, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float *Qs = smem, *Ks = Qs + FLASH_OWN * stride, *Vs = Ks + FLASH_TILE * stride, *Ps = Vs + FLASH_TILE * stride;
+    int h = blockIdx.y, b = blockIdx.z, C = NH * hs, q0 = blockIdx.x * FLASH_OWN;
+    size_t head = ((size_t)b * NH + h) * T;  // row 0 of this (b, h) in the (B, NH, T, ...) arrays
+    load_tile(Qs, q + head * hs, q0, FLASH_OWN, T, hs);
+
+    float m[FLASH_ROWS_PER_WARP], l[FLASH_ROWS_PER_WARP], o[FLASH_ROWS_PER_WARP][FLASH_DIMS];
+    #pragma unroll
+    for (int j = 0; j < FLASH_ROWS_PER_WARP; j++) {
+        m[j] = -INFINITY;
+        l[j] = 0.0f;
+        #pragma unroll
+        for (int e = 0; e < FLASH_DIMS; e++) o[j][e] = 0.0f;
+    }
+    int last = min(T, q0 + FLASH_OWN) - 1;  // the block's last query: keys 0..last matter
+    for (int k0 = 0; k0 <= last; k0 += FLASH_TILE) {
+        __syncthreads();  // everyone is done with the previous tile
+        load_tile(Ks, k + head * hs, k0, FLASH_TILE, T, hs);
+        load_tile(Vs, v + head * hs, k0, FLASH_TILE, T, hs);
+        __syncthreads();
+        #pragma unroll
+        for (int j = 0; j < FLASH_ROWS_PER_WARP; j++) {
+            int r = warp * FLASH_ROWS_PER_WARP + j, t = q0 + r;  // the warp's query row
+            if (t >= T || k0 > t) continue;                       // the same for the whole warp
+            int key = k0 + lane;
+            float s = key <= t ? scale * dot_shared(Qs + r * stride, Ks + lane * stride, hs) : -INFINITY;
+            float m_new = fmaxf(m[j], warp_max(s));  // finite: key k0 <= t is in the tile
+            float p = key <= t ? expf(s - m_new) : 0.0f;
+            float correction = expf(m[j] - m_new);  // 0 at the first tile (m = -inf)
+            l[j] = l[j] * correction + warp_sum(p);
+            m[j] = m_new;
+            Ps[warp * 32 + lane] = p;
+            __syncwarp();
+            #pragma unroll
+            for (int e = 0; e < FLASH_DIMS; e++) {
+                int d = lane + 32 * e;
+                if (d >= hs) break;
+                float acc = 0.0f;
+                for (int i = 0; i < FLASH_TILE; i++) acc += Ps[warp * 32 + i] * Vs[i * stride + d];
+                o[j][e] = o[j][e] * correction + acc;
+            }
+            __syncwarp();  // Ps is rewritten by the next row
+        }
+    }
+    #pragma unroll
+    for (int j = 0; j < FLASH_ROWS_PER_WARP; j++) {
+        int t = q0 + warp * FLASH_ROWS_PER_WARP + j;
+        if (t >= T) continue;
+        #pragma unroll
+        for (int e = 0; e < FLASH_DIMS; e++) {
+            int d = lane + 32 * e;
+            if (d < hs) out[((size_t)b * T + t) * C + h * hs + d] = (floatX)(o[j][e] / l[j]);
+        }
+        if (lane == 0) lse[head + t] = m[j] + logf(l[j]);
+    }
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// backward, step 1: D_i = dout_i . out_i, warp per (b, h, t) row
+
+__global__ void flash_attention_backward_d_kernel(float* D, const floatX* out, const floatX* dout, int B, int T,
+                                                  int NH, int hs) {
+    size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // (b, h, t)
+    int lane = threadIdx.x % 32;
+    if (row >= (size_t)B * NH * T) return;  // the whole warp leaves together
+    int t = (int)(row % T), h = (int)(row / T % NH), b = (int)(row / ((size_t)T * NH)), C = NH * hs;
+    size_t off = ((size_t)b * T + t) * C + h * hs;
+    float s = 0.0f;
+    for (int d = lane; d < hs; d += 32) s += (float)dout[off + d] * (float)out[off + d];
+    s = warp_sum(s);
+    if (lane == 0) D[row] = s;
+}
+
+// backward, step 2: block (key tile, h, b) owns FLASH_OWN keys and walks the query tiles that can see them.
+// Shared: Ks, Vs (own), Qs, dOs (32 rows each), lse and D of the query tile, Ps and dSs (a row of 32 per warp).
+__global__ void __launch_bounds__(FLASH_WARPS * 32)
+    flash_attention_backward_kv_kernel(floatX* dk, floatX* dv, const floatX* dout, const floatX* q, const floatX* k,
+                                       const floatX* v, const float* lse, const float* D, int T, int NH, int hs,
+                                       float scale) {
+    DYNAMIC_SHARED(float, smem);
+    int stride = hs + 1, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float *Ks = smem, *Vs = Ks + FLASH_OWN * stride, *Qs = Vs + FLASH_OWN * stride, *dOs = Qs + FLASH_TILE * stride;
+    float *lse_s = dOs + FLASH_TILE * stride, *D_s = lse_s + FLASH_TILE, *Ps = D_s + FLASH_TILE;
+    float* dSs = Ps + FLASH_WARPS * 32;
+    int h = blockIdx.y, b = blockIdx.z, C = NH * hs, k0 = blockIdx.x * FLASH_OWN;
+    size_t head = ((size_t)b * NH + h) * T;
+    load_tile(Ks, k + head * hs, k0, FLASH_OWN, T, hs);
+    load_tile(Vs, v + head * hs, k0, FLASH_OWN, T, hs);
+
+    float dk_acc[FLASH_ROWS_PER_WARP][FLASH_DIMS], dv_acc[FLASH_ROWS_PER_WARP][FLASH_DIMS];
+    #pragma unroll
+    for (int j = 0; j < FLASH_ROWS_PER_WARP; j++)
+        #pragma unroll
+        for (int e = 0; e < FLASH_DIMS; e++) dk_acc[j][e] = dv_acc[j][e] = 0.0f;
+    for (int q0 = k0 / FLASH_TILE * FLASH_TILE; q0 < T; q0 += FLASH_TILE) {  // queries before k0 see none
+        __syncthreads();
+        load_tile(Qs, q + head * hs, q0, FLASH_TILE, T, hs);
+        load_tile_btc(dOs, dout + (size_t)b * T * C + h * hs, q0, FLASH_TILE, T, C, hs);
+        for (int i = threadIdx.x; i < FLASH_TILE; i += blockDim.x) {
+            lse_s[i] = q0 + i < T ? lse[head + q0 + i] : 0.0f;
+            D_s[i] = q0 + i < T ? D[head + q0 + i] : 0.0f;
+        }
+        __syncthreads();
+        #pragma unroll
+        for (int j = 0; j < FLASH_ROWS_PER_WARP; j++) {
+            int r = warp * FLASH_ROWS_PER_WARP + j, key = k0 + r;  // the warp's key
+            if (key >= T || q0 + FLASH_TILE - 1 < key) continue;   // no query of the tile sees it
+            int i = q0 + lane;                                     // the lane's query
+            float p = 0.0f, ds = 0.0f;
+            if (i < T && i >= key) {
+                float s = scale * dot_shared(Qs + lane * stride, Ks + r * stride, hs);
+                p = expf(s - lse_s[lane]);
+                float dp = dot_shared(dOs + lane * stride, Vs + r * stride, hs);
+                ds = p * (dp - D_s[lane]);
+            }
+            Ps[warp * 32 + lane] = p;
+            dSs[warp * 32 + lane] = ds;
+            __syncwarp();
+            #pragma unroll
+            for (int e = 0; e < FLASH_DIMS; e++) {
+                int d = lane + 32 * e;
+                if (d >= hs) break;
+                float sv = 0.0f, sk = 0.0f;
+                for (int ii = 0; ii < FLASH_TILE; ii++) {
+                    sv += Ps[warp * 32 + ii] * dOs[ii * stride + d];
+                    sk += dSs[warp * 32 + ii] * Qs[ii * stride + d];
+                }
+                dv_acc[j][e] += sv;
+                dk_acc[j][e] += sk;
+            }
+            __syncwarp();
+        }
+    }
+    #pragma unroll
+    for (int j = 0; j < FLASH_ROWS_PER_WARP; j++) {
+        int key = k0 + warp * FLASH_ROWS_PER_WARP + j;
+        if (key >= T) continue;
+        #pragma unroll
+        for (int e = 0; e < FLASH_DIMS; e++) {
+            int d = lane + 32 * e;
+            if (d >= hs) break;
+            dk[(head + key) * hs + d] = (floatX)(scale * dk_acc[j][e]);
+            dv[(head + key) * hs + d] = (floatX)dv_acc[j][e];
+        }
+    }
+}
+
+// backward, step 3: block (query tile, h, b) owns FLASH_OWN queries and walks their key tiles: dq.
+// Shared: Qs, dOs (own), Ks, Vs (32 rows each), dSs (a row of 32 per warp).
+__global__ void __launch_bounds__(FLASH_WARPS * 32)
+    flash_attention_backward_q_kernel(floatX* dq, const floatX* dout, const floatX* q, const floatX* k,
+                                      const floatX* v, const float* lse, const float* D, int T, int NH, int hs,
+                                      float scale) {
+    DYNAMIC_SHARED(float, smem);
+    int stride = hs + 1, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float *Qs = smem, *dOs = Qs + FLASH_OWN * stride, *Ks = dOs + FLASH_OWN * stride, *Vs = Ks + FLASH_TILE * stride;
+    float* dSs = Vs + FLASH_TILE * stride;
+    int h = blockIdx.y, b = blockIdx.z, C = NH * hs, q0 = blockIdx.x * FLASH_OWN;
+    size_t head = ((size_t)b * NH + h) * T;
+    load_tile(Qs, q + head * hs, q0, FLASH_OWN, T, hs);
+    load_tile_btc(dOs, dout + (size_t)b * T * C + h * hs, q0, FLASH_OWN, T, C, hs);
+
+    float dq_acc[FLASH_ROWS_PER_WARP][FLASH_DIMS], lse_t[FLASH_ROWS_PER_WARP], D_t[FLASH_ROWS_PER_WARP];
+    #pragma unroll
+    for (int j = 0; j < FLASH_ROWS_PER_WARP; j++) {
+        int t = q0 + warp * FLASH_ROWS_PER_WARP + j;
+        lse_t[j] = t < T ? lse[head + t] : 0.0f;
+        D_t[j] = t < T ? D[head + t] : 0.0f;
+        #pragma unroll
+        for (int e = 0; e < FLASH_DIMS; e++) dq_acc[j][e] = 0.0f;
+    }
+    int last = min(T, q0 + FLASH_OWN) - 1;
+    for (int k0 = 0; k0 <= last; k0 += FLASH_TILE) {
+        __syncthreads();
+        load_tile(Ks, k + head * hs, k0, FLASH_TILE, T, hs);
+        load_tile(Vs, v + head * hs, k0, FLASH_TILE, T, hs);
+        __syncthreads();
+        #pragma unroll
+        for (int j = 0; j < FLASH_ROWS_PER_WARP; j++) {
+            int r = warp * FLASH_ROWS_PER_WARP + j, t = q0 + r;
+            if (t >= T || k0 > t) continue;
+            int key = k0 + lane;
+            float ds = 0.0f;
+            if (key <= t) {
+                float s = scale * dot_shared(Qs + r * stride, Ks + lane * stride, hs);
+                float p = expf(s - lse_t[j]);
+                float dp = dot_shared(dOs + r * stride, Vs + lane * stride, hs);
+                ds = p * (dp - D_t[j]);
+            }
+            dSs[warp * 32 + lane] = ds;
+            __syncwarp();
+            #pragma unroll
+            for (int e = 0; e < FLASH_DIMS; e++) {
+                int d = lane + 32 * e;
+                if (d >= hs) break;
+                float acc = 0.0f;
+                for (int kk = 0; kk < FLASH_TILE; kk++) acc += dSs[warp * 32 + kk] * Ks[kk * stride + d];
+                dq_acc[j][e] += acc;
+            }
+            __syncwarp();
+        }
+    }
+    #pragma unroll
+    for (int j = 0; j < FLASH_ROWS_PER_WARP; j++) {
+        int t = q0 + warp * FLASH_ROWS_PER_WARP + j;
+        if (t >= T) continue;
+        #pragma unroll
+        for (int e = 0; e < FLASH_DIMS; e++) {
+            int d = lane + 32 * e;
+            if (d < hs) dq[(head + t) * hs + d] = (floatX)(scale * dq_acc[j][e]);
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// launchers
+
+// shared memory of each kernel, in floats: (own rows + tile rows) of hs + 1, plus the per-row and per-warp arrays
+static size_t flash_shared_bytes(int own_rows, int tile_rows, int extra, int hs) {
+    return ((size_t)(own_rows + tile_rows) * (hs + 1) + extra) * sizeof(float);
+}
+
+template <typename Kernel>
+static void flash_allow_shared(Kernel kernel, size_t bytes) {
+    cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+}
+
+static void flash_check_head_size(int hs) {
+    if (hs > FLASH_MAX_HEAD_SIZE)
+        fail("flash attention supports head sizes up to %d, this model has %d (build without ATTENTION=flash)",
+             FLASH_MAX_HEAD_SIZE, hs);
+}
+
+// out (B, T, C) and lse (B, NH, T) from q, k, v (B, NH, T, hs)
+static void flash_attention_forward(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int B,
+                                    int T, int C, int NH) {
+    int hs = C / NH;
+    flash_check_head_size(hs);
+    size_t bytes = flash_shared_bytes(FLASH_OWN, 2 * FLASH_TILE, FLASH_WARPS * 32, hs);
+    flash_allow_shared(flash_attention_forward_kernel, bytes);
+    dim3 grid(ceil_div(T, FLASH_OWN), NH, B);
+    flash_attention_forward_kernel<<<grid, FLASH_WARPS * 32, bytes>>>(out, lse, q, k, v, T, NH, hs,
+                                                                       1.0f / sqrtf((float)hs));
+    launchCheck();
+}
+
+// dq, dk, dv (B, NH, T, hs) (overwritten) from dout (B, T, C), the forward's out and lse, and q, k, v.
+// D (B, NH, T) is scratch.
+static void flash_attention_backward(floatX* dq, floatX* dk, floatX* dv, float* D, const floatX* dout,
+                                     const floatX* out, const floatX* q, const floatX* k, const floatX* v,
+                                     const float* lse, int B, int T, int C, int NH) {
+    int hs = C / NH;
+    flash_check_head_size(hs);
+    float scale = 1.0f / sqrtf((float)hs);
+    int rows = B * NH * T;
+    flash_attention_backward_d_kernel<<<ceil_div(rows, 8), 256>>>(D, out, dout, B, T, NH, hs);
+    launchCheck();
+    dim3 grid(ceil_div(T, FLASH_OWN), NH, B);
+    size_t kv_bytes = flash_shared_bytes(2 * FLASH_OWN, 2 * FLASH_TILE, 2 * FLASH_TILE + 2 * FLASH_WARPS * 32, hs);
+    flash_allow_shared(flash_attention_backward_kv_kernel, kv_bytes);
+    flash_attention_backward_kv_kernel<<<grid, FLASH_WARPS * 32, kv_bytes>>>(dk, dv, dout, q, k, v, lse, D, T, NH, hs,
+                                                                             scale);
+    launchCheck();
+    size_t q_bytes = flash_shared_bytes(2 * FLASH_OWN, 2 * FLASH_TILE, FLASH_WARPS * 32, hs);
+    flash_allow_shared(flash_attention_backward_q_kernel, q_bytes);
+    flash_attention_backward_q_kernel<<<grid, FLASH_WARPS * 32, q_bytes>>>(dq, dout, q, k, v, lse, D, T, NH, hs,
+                                                                           scale);
+    launchCheck();
+}
