@@ -1,6 +1,8 @@
-// The GPU memory the CUDA trainer allocates, per shape, layout and batch, from the trainer's own sizing functions
-// (count_parameters, point_activations): prints the tables of docs/cuda.md. Needs no GPU.
-//   nvcc -std=c++17 -arch=sm_90 -o /tmp/cuda_memory tools/cuda_memory.cu -lcublas && /tmp/cuda_memory
+// The GPU memory the CUDA trainer allocates, per shape, layout, batch, recomputation and attention, from the
+// trainer's own sizing functions (count_parameters, parameter_bytes, point_activations): prints the tables of
+// docs/cuda.md for the precision it is built in. Needs no GPU.
+//   nvcc -std=c++17 -arch=sm_90 -DENABLE_BF16 -o /tmp/cuda_memory tools/cuda_memory.cu -lcublas && /tmp/cuda_memory
+//   (-DENABLE_FP32 for the float32 build's numbers)
 #define TRAIN_GPT2_NO_MAIN
 #include "../train_gpt2.cu"
 
@@ -9,54 +11,63 @@ static const double CONTEXT_GIB = 0.75;    // CUDA context + cuBLAS workspace: a
 
 static double gib(double bytes) { return bytes / (1024.0 * 1024 * 1024); }
 
-// bytes the trainer allocates besides the CUDA context: parameters, gradients, AdamW m and v, activations (with
-// the backward scratch), token buffers, reduction scratch
-static double trainer_bytes(const GPT2Config& c, int B, int T) {
+// bytes the trainer allocates besides the CUDA context: parameters (master, gradient, AdamW m and v, the bf16
+// copy), activations (with the backward scratch), token buffers, reduction scratch
+static double trainer_bytes(const GPT2Config& c, int B, int T, int recompute, int attention) {
     ActivationTensors a;
-    double params = (double)count_parameters(c) * (2 * sizeof(floatX) + 2 * sizeof(float));
-    double acts = (double)point_activations(c, B, T, 0, DEFAULT_ATTENTION, &a, nullptr);
+    double params = (double)count_parameters(c) * parameter_bytes();
+    double acts = (double)point_activations(c, B, T, recompute, attention, &a, nullptr);
     double tokens = (5.0 * B * T + 1) * sizeof(int);
     double partials = 4.0 * std::max((size_t)H100_SMS * MAX_ROW_BLOCKS_PER_SM * 2 * LN_SLOTS * c.channels,
                                      (size_t)BIAS_MAX_CHUNKS * 4 * c.channels);
     return params + acts + tokens + partials;
 }
 
+static int largest_batch(const GPT2Config& c, int T, int recompute, int attention, double gpu_bytes) {
+    int best = 0;
+    for (int B = 1; B <= 512; B++)
+        if (gib(trainer_bytes(c, B, T, recompute, attention)) + CONTEXT_GIB <= gib(gpu_bytes)) best = B;
+    return best;
+}
+
 int main() {
     struct { const char* name; int L, C, NH; } shapes[] = {
         {"d12", 12, 768, 12}, {"d24", 24, 1024, 16}, {"d36", 36, 1280, 20}, {"d48", 48, 1600, 25}};
-    const int T = 1024, batches[] = {1, 2, 4, 8, 16};
-    printf("GPT-2 vocabulary (50257, padded 50304), T = %d; GiB allocated by the trainer (+ %.2f GiB context)\n\n", T,
-           CONTEXT_GIB);
+    const int T = 1024, batches[] = {4, 8, 16};
+    printf("%s build, GPT-2 vocabulary (50257, padded 50304), T = %d; GiB allocated by the trainer (+ %.2f GiB "
+           "context); m = materialized attention, f = flash, r1 = -r 1\n\n", PRECISION_NAME, T, CONTEXT_GIB);
     printf("| shape | layout | parameters | weights+grads+AdamW |");
-    for (int B : batches) printf(" B=%d |", B);
-    printf(" largest B, 80 GB | largest B, 141 GB |\n|---|---|---|---|");
-    for (size_t i = 0; i < sizeof(batches) / sizeof(batches[0]); i++) printf("---|");
-    printf("---|---|\n");
+    for (int B : batches) printf(" B=%d m | B=%d m r1 | B=%d f r1 |", B, B, B);
+    printf(" largest B on 141 GB: m, m r1, f r1 |\n|---|---|---|---|");
+    for (size_t i = 0; i < 3 * sizeof(batches) / sizeof(batches[0]); i++) printf("---|");
+    printf("---|\n");
     for (auto& s : shapes) {
         for (int norm = 0; norm < 3; norm++) {
             GPT2Config c = {T, GPT2_VOCAB, pad_vocab(GPT2_VOCAB), s.L, s.NH, s.C, norm, 0};
             printf("| %s | %s | %.0fM | %.1f |", s.name, NORM_NAMES[norm], count_parameters(c) / 1e6,
-                   gib((double)count_parameters(c) * 16));
-            for (int B : batches) printf(" %.1f |", gib(trainer_bytes(c, B, T)));
-            for (double gpu_gib : {80e9 / (1 << 30), 141e9 / (1 << 30)}) {
-                int best = 0;
-                for (int B = 1; B <= 256; B++)
-                    if (gib(trainer_bytes(c, B, T)) + CONTEXT_GIB <= gpu_gib) best = B;
-                printf(" %d |", best);
-            }
-            printf("\n");
+                   gib((double)count_parameters(c) * parameter_bytes()));
+            for (int B : batches)
+                printf(" %.1f | %.1f | %.1f |", gib(trainer_bytes(c, B, T, 0, ATTENTION_MATERIALIZED)),
+                       gib(trainer_bytes(c, B, T, 1, ATTENTION_MATERIALIZED)),
+                       gib(trainer_bytes(c, B, T, 1, ATTENTION_FLASH)));
+            printf(" %d, %d, %d |\n", largest_batch(c, T, 0, ATTENTION_MATERIALIZED, 141e9),
+                   largest_batch(c, T, 1, ATTENTION_MATERIALIZED, 141e9), largest_batch(c, T, 1, ATTENTION_FLASH, 141e9));
         }
     }
-    printf("\nper layer and token at T = 1024 (activation bytes / (L * B * T)), d12:\n");
+    printf("\nper token at T = 1024 over all layers (activation bytes / (B * T)), d12:\n");
     for (int norm = 0; norm < 3; norm++) {
         GPT2Config c = {T, GPT2_VOCAB, pad_vocab(GPT2_VOCAB), 12, 12, 768, norm, 0};
         ActivationTensors a;
-        double one = (double)point_activations(c, 1, T, 0, DEFAULT_ATTENTION, &a, nullptr), two = (double)point_activations(c, 2, T, 0, DEFAULT_ATTENTION, &a, nullptr);
-        printf("  %-8s %.0f KiB per token over all layers (%.1f KiB per layer)\n", NORM_NAMES[norm],
-               (two - one) / T / 1024, (two - one) / T / 1024 / 12);
+        for (int variant = 0; variant < 3; variant++) {
+            int r = variant > 0, att = variant == 2 ? ATTENTION_FLASH : ATTENTION_MATERIALIZED;
+            double one = (double)point_activations(c, 1, T, r, att, &a, nullptr);
+            double two = (double)point_activations(c, 2, T, r, att, &a, nullptr);
+            printf("  %-8s %-12s %.0f KiB\n", NORM_NAMES[norm], variant == 0 ? "m" : variant == 1 ? "m r1" : "f r1",
+                   (two - one) / T / 1024);
+        }
     }
     GPT2Config kjv = {1024, 256, 256, 12, 12, 768, NORM_SIAMESE, 0};
     printf("\ntests/gpu_check.sh's run (d12 siamese, KJV bytes V=256, B=16, T=256): %.2f GiB + context\n",
-           gib(trainer_bytes(kjv, 16, 256)));
+           gib(trainer_bytes(kjv, 16, 256, 0, ATTENTION_MATERIALIZED)));
     return 0;
 }
