@@ -214,29 +214,47 @@ __device__ inline double block_sum_double(double v) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// Row building blocks. A "row kernel" gives each row of C channels to one block; thread t owns the channels
-// t, t + blockDim.x, t + 2 blockDim.x, ... (VALS of them, the last ones possibly past C) and keeps them in registers,
-// so a row is read from memory once however many LayerNorms it goes through. Loads are coalesced: for each of the
-// VALS slots the threads of a warp read consecutive channels. Backward kernels walk over rows with a stride of
-// gridDim.x; a thread owns the same channels in every row, so the LayerNorm parameter gradients (sums over rows)
-// collect in its registers and leave as one partial sum per block.
+// Row building blocks. A "row kernel" gives each row of C channels to one block; thread t owns VALS channels (the
+// last ones possibly past C) in packs of ROW_PACK neighbours, 16 bytes of floatX (8 channels in bf16, 4 in fp32):
+// pack p of thread t is channels p * ROW_PACK * blockDim.x + t * ROW_PACK + 0 .. ROW_PACK - 1 (row_channel). It
+// keeps them in registers, so a row is read from memory once however many LayerNorms it goes through. A pack moves
+// in one 16-byte load or store (when C is a multiple of ROW_PACK, which keeps every row 16-byte aligned; else one
+// element at a time, the same channels), and the threads of a warp move 512 consecutive bytes. Backward kernels walk
+// over rows with a stride of gridDim.x; a thread owns the same channels in every row, so the LayerNorm parameter
+// gradients (sums over rows) collect in its registers and leave as one partial sum per block.
 
-static const int MAX_ROW_THREADS = 512;     // __launch_bounds__ of every row kernel: at most 128 registers a thread
+static const int ROW_PACK = 16 / (int)sizeof(floatX);
+struct alignas(16) RowPack {
+    floatX v[ROW_PACK];
+};
+
+// __launch_bounds__ of every row kernel: 512 threads (at most 128 registers a thread) in fp32, where a thread owns 4
+// channels; 256 (at most 255 registers) in bf16, where it owns 8 and the siamese backward kernel needs ~140. Both
+// cover C = 2048 with the small VALS.
+static const int MAX_ROW_THREADS = sizeof(floatX) == 2 ? 256 : 512;
 static const int MAX_ROW_BLOCKS_PER_SM = 8; // backward row kernels: at most this many blocks per SM (partials size)
 
-// channels per thread: 4 up to C = 2048 (GPT-2 XL has 1600), else 16 up to 8192
+
+// channels per thread: one pack (8 in bf16, 4 in fp32) up to C = 2048 (GPT-2 XL has 1600), else 16 up to 4096
+// (bf16) or 8192 (fp32)
+static const int ROW_VALS_SMALL = ROW_PACK;
 static int row_vals(int C) {
-    if (C <= 4 * MAX_ROW_THREADS) return 4;
+    if (C <= ROW_VALS_SMALL * MAX_ROW_THREADS) return ROW_VALS_SMALL;
     if (C <= 16 * MAX_ROW_THREADS) return 16;
     fail("%d channels exceed what the row kernels support (%d)", C, 16 * MAX_ROW_THREADS);
 }
 static int row_threads(int C) { return ceil_div(ceil_div(C, row_vals(C)), 32) * 32; }
 
+// the channel of the thread's k-th value (k = 0 .. VALS-1)
+__device__ inline int row_channel(int k) {
+    return (k / ROW_PACK) * ROW_PACK * blockDim.x + threadIdx.x * ROW_PACK + k % ROW_PACK;
+}
+
 // Calls launch(std::integral_constant<int, VALS>()) with the VALS that fits C: the kernels are templates on VALS so
 // that the per-thread arrays have a compile-time size and live in registers.
 template <typename Launch>
 static void with_row_vals(int C, Launch launch) {
-    if (row_vals(C) == 4) launch(std::integral_constant<int, 4>());
+    if (row_vals(C) == ROW_VALS_SMALL) launch(std::integral_constant<int, ROW_VALS_SMALL>());
     else launch(std::integral_constant<int, 16>());
 }
 
@@ -252,17 +270,30 @@ static size_t row_partials_floats(int C, int arrays) { return (size_t)gpu.sms * 
 
 template <int VALS>
 __device__ inline void load_row(float (&v)[VALS], const floatX* row, int C) {
-    for (int k = 0; k < VALS; k++) {
-        int i = threadIdx.x + k * blockDim.x;
-        v[k] = i < C ? (float)row[i] : 0.0f;
+    static_assert(VALS % ROW_PACK == 0, "whole packs");
+    for (int k0 = 0; k0 < VALS; k0 += ROW_PACK) {
+        int i0 = row_channel(k0);
+        if (C % ROW_PACK == 0 && i0 < C) {  // the whole pack lies inside the row: one 16-byte load
+            RowPack pack = *(const RowPack*)(row + i0);
+            for (int j = 0; j < ROW_PACK; j++) v[k0 + j] = (float)pack.v[j];
+        } else {
+            for (int j = 0; j < ROW_PACK; j++) v[k0 + j] = i0 + j < C ? (float)row[i0 + j] : 0.0f;
+        }
     }
 }
 
 template <int VALS>
 __device__ inline void store_row(floatX* row, const float (&v)[VALS], int C) {
-    for (int k = 0; k < VALS; k++) {
-        int i = threadIdx.x + k * blockDim.x;
-        if (i < C) row[i] = (floatX)v[k];
+    for (int k0 = 0; k0 < VALS; k0 += ROW_PACK) {
+        int i0 = row_channel(k0);
+        if (C % ROW_PACK == 0 && i0 < C) {  // one 16-byte store
+            RowPack pack;
+            for (int j = 0; j < ROW_PACK; j++) pack.v[j] = (floatX)v[k0 + j];
+            *(RowPack*)(row + i0) = pack;
+        } else {
+            for (int j = 0; j < ROW_PACK; j++)
+                if (i0 + j < C) row[i0 + j] = (floatX)v[k0 + j];
+        }
     }
 }
 
@@ -270,12 +301,8 @@ __device__ inline void store_row(floatX* row, const float (&v)[VALS], int C) {
 // of a forward kernel computes with exactly the values that the backward pass (and a recomputation) reads back.
 template <int VALS>
 __device__ inline void store_row_keep(floatX* row, float (&v)[VALS], int C) {
-    for (int k = 0; k < VALS; k++) {
-        int i = threadIdx.x + k * blockDim.x;
-        floatX stored = (floatX)v[k];
-        if (i < C) row[i] = stored;
-        v[k] = (float)stored;
-    }
+    for (int k = 0; k < VALS; k++) v[k] = (float)(floatX)v[k];
+    store_row(row, v, C);
 }
 
 // the normalization itself, written once: a backward kernel that recomputes a LayerNorm output from the saved
@@ -289,16 +316,16 @@ __device__ void layernorm_row(float (&out)[VALS], const float (&in)[VALS], const
                               float* mean_out, float* rstd_out) {
     float s[1] = {0.0f};
     for (int k = 0; k < VALS; k++)
-        if (threadIdx.x + k * blockDim.x < C) s[0] += in[k];
+        if (row_channel(k) < C) s[0] += in[k];
     block_sum(s);
     float mean = s[0] / C;
     float var[1] = {0.0f};
     for (int k = 0; k < VALS; k++)
-        if (threadIdx.x + k * blockDim.x < C) var[0] += (in[k] - mean) * (in[k] - mean);
+        if (row_channel(k) < C) var[0] += (in[k] - mean) * (in[k] - mean);
     block_sum(var);
     float rstd = 1.0f / sqrtf(var[0] / C + 1e-5f);
     for (int k = 0; k < VALS; k++) {
-        int i = threadIdx.x + k * blockDim.x;
+        int i = row_channel(k);
         out[k] = i < C ? ln_apply(in[k], mean, rstd, (float)w[i], (float)b[i]) : 0.0f;
     }
     if (threadIdx.x == 0) {
@@ -316,7 +343,7 @@ __device__ void layernorm_row_backward(float (&dinp)[VALS], float (&dw)[VALS], f
                                        float mean, float rstd, int C) {
     float xhat[VALS], g[VALS], s[2] = {0.0f, 0.0f};
     for (int k = 0; k < VALS; k++) {
-        int i = threadIdx.x + k * blockDim.x;
+        int i = row_channel(k);
         xhat[k] = i < C ? (in[k] - mean) * rstd : 0.0f;
         g[k] = i < C ? (float)w[i] * dout[k] : 0.0f;
         s[0] += g[k];
@@ -325,7 +352,7 @@ __device__ void layernorm_row_backward(float (&dinp)[VALS], float (&dw)[VALS], f
     block_sum(s);
     float gmean = s[0] / C, gxmean = s[1] / C;
     for (int k = 0; k < VALS; k++) {
-        if (threadIdx.x + k * blockDim.x >= C) continue;
+        if (row_channel(k) >= C) continue;
         dinp[k] += rstd * (g[k] - gmean - xhat[k] * gxmean);
         dw[k] += xhat[k] * dout[k];
         db[k] += dout[k];
@@ -337,7 +364,7 @@ template <int VALS>
 __device__ inline void store_partials(float* partials, int arrays, int a, const float (&v)[VALS], int C) {
     float* row = partials + ((size_t)blockIdx.x * arrays + a) * C;
     for (int k = 0; k < VALS; k++) {
-        int i = threadIdx.x + k * blockDim.x;
+        int i = row_channel(k);
         if (i < C) row[i] = v[k];
     }
 }

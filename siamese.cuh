@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_boundary_forward_kern
         load_row(z, a.z + off, C);
         float mean = a.mean_prev[row], rstd = a.rstd_prev[row];
         for (int k = 0; k < VALS; k++) {
-            int i = threadIdx.x + k * blockDim.x;
+            int i = row_channel(k);
             float xh = i < C ? ln_apply(xp[k], mean, rstd, (float)a.wx_prev[i], (float)a.bx_prev[i]) : 0.0f;
             x[k] = xh + a.inv_c * z[k];
             y[k] = yp[k] + z[k];
@@ -150,7 +150,7 @@ __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_boundary_backward_ker
         // recompute the forward's sum = LN_x(x) + LN_y(y) from the saved statistics
         float mx = a.mean[LN_X][row], rx = a.rstd[LN_X][row], my = a.mean[LN_Y][row], ry = a.rstd[LN_Y][row];
         for (int k = 0; k < VALS; k++) {
-            int i = threadIdx.x + k * blockDim.x;
+            int i = row_channel(k);
             sum[k] = i < C ? ln_apply(x[k], mx, rx, (float)a.w[LN_X][i], (float)a.b[LN_X][i]) +
                                  ln_apply(y[k], my, ry, (float)a.w[LN_Y][i], (float)a.b[LN_Y][i])
                            : 0.0f;
