@@ -37,6 +37,17 @@ with head h at channels h hs .. h hs + hs - 1; lse and D (B, NH, T), float32.
 */
 #pragma once
 #include "cuda_common.cuh"
+// the bf16 build multiplies on tensor cores (WMMA) where the head size allows; -DNO_TENSOR_CORE_ATTENTION keeps the
+// portable kernels everywhere (what the emulator runs in the fp32 build)
+#if !defined(ENABLE_FP32) && !defined(NO_TENSOR_CORE_ATTENTION)
+#define FLASH_TENSOR_CORES 1
+#include <mma.h>
+#else
+#define FLASH_TENSOR_CORES 0
+#endif
+
+// tests only: 1 makes the launchers below take the portable kernels even where tensor cores could run
+static int flash_force_portable = 0;
 
 static const int FLASH_WARPS = 4, FLASH_ROWS_PER_WARP = 4;
 static const int FLASH_OWN = FLASH_WARPS * FLASH_ROWS_PER_WARP;  // rows a block owns
@@ -290,6 +301,303 @@ __global__ void __launch_bounds__(FLASH_WARPS * 32)
     }
 }
 
+#if FLASH_TENSOR_CORES
+// ----------------------------------------------------------------------------------------------------------------
+// The same three kernels on bf16 tensor cores (WMMA, 16x16x16 tiles, float32 accumulators), for head sizes
+// hs = 16 DN with DN = 1, 2, 3, 4 or 8 (GPT-2: 64). A block of 4 warps owns 64 rows (16 a warp) and walks tiles of
+// 64 rows of the other side; all tiles sit in shared memory as bf16 rows of hs + 8 (the padding spreads the rows
+// over the banks and keeps every 16x16 sub-tile 32-byte aligned, as WMMA needs). Each warp multiplies its 16 rows
+// by the tile on tensor cores into a 16 x 64 float scratch of its own, then works on that scratch element by
+// element with a known owner: the lanes 2r and 2r + 1 own row r, each one half of the 64 columns (and one half of
+// the head channels of the output). A fragment's layout over the lanes is unspecified, so nothing here reads one
+// directly: products go through the scratch, and the per-row rescaling of the forward's output is done on the
+// lane-owned copy in registers. p and ds are rounded to bf16 for the products with v, dout, q, k (FlashAttention
+// does the same); every sum is float32. The math is the portable kernels' (the comments above).
+
+namespace wmma = nvcuda::wmma;
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, floatX, wmma::row_major> FragA;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, floatX, wmma::row_major> FragB;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, floatX, wmma::col_major> FragBt;  // a row-major tile, transposed
+typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> FragC;
+
+static const int TC_WARPS = 4, TC_OWN = 64, TC_TILE = 64;
+
+// shared memory strides: bf16 tiles (rows of hs), per-warp float scratch (16 rows), per-warp bf16 p/ds (16 rows)
+template <int DN> struct TcShape {
+    static const int HS = 16 * DN, LDX = HS + 8, LDF = (HS > TC_TILE ? HS : TC_TILE) + 4, LDP = TC_TILE + 8;
+    static const int TILE = TC_TILE * LDX;  // elements of one bf16 tile
+    static const int SCRATCH = 16 * LDF;    // floats of one warp's scratch
+    static const int PW = 16 * LDP;         // elements of one warp's bf16 p (or ds)
+};
+
+// rows [r0, r0 + 64) of a head matrix (row stride src_stride, hs channels) into a shared tile, 16 bytes at a time;
+// rows past T become 0. Every thread of the block takes part.
+template <int DN>
+__device__ inline void tc_load_tile(floatX* dst, const floatX* src, size_t src_stride, int r0, int T) {
+    const int chunks = 2 * DN, LDX = TcShape<DN>::LDX;  // 8 channels a chunk
+    for (int idx = threadIdx.x; idx < TC_TILE * chunks; idx += blockDim.x) {
+        int r = idx / chunks, c = idx % chunks * 8;
+        RowPack v;
+        if (r0 + r < T) v = *(const RowPack*)(src + (size_t)(r0 + r) * src_stride + c);
+        else for (int j = 0; j < 8; j++) v.v[j] = (floatX)0.0f;
+        *(RowPack*)(dst + r * LDX + c) = v;
+    }
+}
+
+// out (16 x 64, the warp's scratch) = A (16 rows of hs, row-major) B^T (64 rows of hs, row-major): 16 x 64 dot
+// products over the head channels
+template <int DN>
+__device__ inline void tc_rows_times_tile_t(float* out, const floatX* A, const floatX* B) {
+    const int LDX = TcShape<DN>::LDX, LDF = TcShape<DN>::LDF;
+#pragma unroll
+    for (int n = 0; n < TC_TILE / 16; n++) {
+        FragC acc;
+        wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+        for (int d = 0; d < DN; d++) {
+            FragA a;
+            FragBt bt;
+            wmma::load_matrix_sync(a, A + d * 16, LDX);
+            wmma::load_matrix_sync(bt, B + n * 16 * LDX + d * 16, LDX);
+            wmma::mma_sync(acc, a, bt, acc);
+        }
+        wmma::store_matrix_sync(out + n * 16, acc, LDF, wmma::mem_row_major);
+    }
+}
+
+// acc[dn] += P (16 x 64, bf16, row-major, stride LDP) M (64 rows of hs, row-major): the warp's 16 rows of a
+// weighted sum over the tile
+template <int DN>
+__device__ inline void tc_weights_times_tile(FragC (&acc)[DN], const floatX* P, const floatX* M) {
+    const int LDX = TcShape<DN>::LDX, LDP = TcShape<DN>::LDP;
+#pragma unroll
+    for (int dn = 0; dn < DN; dn++)
+#pragma unroll
+        for (int kk = 0; kk < TC_TILE / 16; kk++) {
+            FragA a;
+            FragB bm;
+            wmma::load_matrix_sync(a, P + kk * 16, LDP);
+            wmma::load_matrix_sync(bm, M + kk * 16 * LDX + dn * 16, LDX);
+            wmma::mma_sync(acc[dn], a, bm, acc[dn]);
+        }
+}
+
+// forward: block (64 queries, h, b); shared: Qs, Ks, Vs tiles, then per warp the float scratch and the bf16 p
+template <int DN>
+__global__ void __launch_bounds__(TC_WARPS * 32)
+    flash_tc_forward_kernel(floatX* out, float* lse, const floatX* q, const floatX* k, const floatX* v, int T,
+                            int NH, float scale) {
+    typedef TcShape<DN> S;
+    DYNAMIC_SHARED(unsigned char, smem);
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    floatX *Qs = (floatX*)smem, *Ks = Qs + S::TILE, *Vs = Ks + S::TILE;
+    float* Sf = (float*)(Vs + S::TILE) + warp * S::SCRATCH;
+    floatX* Pw = (floatX*)((float*)(Vs + S::TILE) + TC_WARPS * S::SCRATCH) + warp * S::PW;
+    int h = blockIdx.y, b = blockIdx.z, C = NH * S::HS, q0 = blockIdx.x * TC_OWN;
+    size_t head = ((size_t)b * NH + h) * T;
+    tc_load_tile<DN>(Qs, q + head * S::HS, S::HS, q0, T);
+
+    // lanes 2r, 2r + 1: row r of the warp's queries; key columns half * 32 .. + 31; output channels half * HS/2 ..
+    int r = lane / 2, half = lane % 2, t = q0 + warp * 16 + r;
+    float m = -INFINITY, l = 0.0f, o[S::HS / 2];
+#pragma unroll
+    for (int c = 0; c < S::HS / 2; c++) o[c] = 0.0f;
+    int last = min(T, q0 + TC_OWN) - 1;
+    for (int k0 = 0; k0 <= last; k0 += TC_TILE) {  // k0 <= q0: every row of the block sees key k0
+        __syncthreads();
+        tc_load_tile<DN>(Ks, k + head * S::HS, S::HS, k0, T);
+        tc_load_tile<DN>(Vs, v + head * S::HS, S::HS, k0, T);
+        __syncthreads();
+        if (q0 + warp * 16 >= T) continue;  // the warp's rows are all past T (the same for the whole warp)
+        tc_rows_times_tile_t<DN>(Sf, Qs + warp * 16 * S::LDX, Ks);  // q . k for the warp's 16 rows x 64 keys
+        __syncwarp();
+        float* srow = Sf + r * S::LDF;
+        float mx = -INFINITY;
+        for (int j = half * 32; j < half * 32 + 32; j++) {
+            int key = k0 + j;
+            srow[j] = key <= t && key < T ? scale * srow[j] : -INFINITY;
+            mx = fmaxf(mx, srow[j]);
+        }
+        float m_new = fmaxf(m, fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1)));  // finite: key k0 is seen
+        float correction = expf(m - m_new), sum = 0.0f;
+        for (int j = half * 32; j < half * 32 + 32; j++) {
+            float p = expf(srow[j] - m_new);
+            Pw[r * S::LDP + j] = (floatX)p;
+            sum += p;
+        }
+        l = l * correction + sum + __shfl_xor_sync(FULL_MASK, sum, 1);
+        m = m_new;
+        __syncwarp();
+        FragC pv[DN];
+#pragma unroll
+        for (int dn = 0; dn < DN; dn++) wmma::fill_fragment(pv[dn], 0.0f);
+        tc_weights_times_tile<DN>(pv, Pw, Vs);  // p v for the warp's rows, into the scratch
+#pragma unroll
+        for (int dn = 0; dn < DN; dn++) wmma::store_matrix_sync(Sf + dn * 16, pv[dn], S::LDF, wmma::mem_row_major);
+        __syncwarp();
+#pragma unroll
+        for (int c = 0; c < S::HS / 2; c++) o[c] = o[c] * correction + srow[half * (S::HS / 2) + c];
+        __syncwarp();  // the scratch is rewritten by the next tile
+    }
+    if (t < T) {
+#pragma unroll
+        for (int c = 0; c < S::HS / 2; c++)
+            out[((size_t)b * T + t) * C + h * S::HS + half * (S::HS / 2) + c] = (floatX)(o[c] / l);
+        if (half == 0) lse[head + t] = m + logf(l);
+    }
+}
+
+// backward dk, dv: block (64 keys, h, b) walks the query tiles from its first key on. Shared: Ks, Vs (own), Qs,
+// dOs (the query tile), lse and D of the tile, then per warp two float scratches (s, dp) and bf16 p and ds.
+template <int DN>
+__global__ void __launch_bounds__(TC_WARPS * 32)
+    flash_tc_backward_kv_kernel(floatX* dk, floatX* dv, const floatX* dout, const floatX* q, const floatX* k,
+                                const floatX* v, const float* lse, const float* D, int T, int NH, float scale) {
+    typedef TcShape<DN> S;
+    DYNAMIC_SHARED(unsigned char, smem);
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    floatX *Ks = (floatX*)smem, *Vs = Ks + S::TILE, *Qs = Vs + S::TILE, *dOs = Qs + S::TILE;
+    float *lse_s = (float*)(dOs + S::TILE), *D_s = lse_s + TC_TILE;
+    float* Sf = D_s + TC_TILE + warp * 2 * S::SCRATCH;
+    float* dPf = Sf + S::SCRATCH;
+    floatX* Pw = (floatX*)(D_s + TC_TILE + TC_WARPS * 2 * S::SCRATCH) + warp * 2 * S::PW;
+    floatX* dSw = Pw + S::PW;
+    int h = blockIdx.y, b = blockIdx.z, C = NH * S::HS, k0 = blockIdx.x * TC_OWN;
+    size_t head = ((size_t)b * NH + h) * T;
+    tc_load_tile<DN>(Ks, k + head * S::HS, S::HS, k0, T);
+    tc_load_tile<DN>(Vs, v + head * S::HS, S::HS, k0, T);
+    int r = lane / 2, half = lane % 2, key = k0 + warp * 16 + r;  // lanes 2r, 2r + 1: the warp's key row r
+    FragC dk_acc[DN], dv_acc[DN];
+#pragma unroll
+    for (int dn = 0; dn < DN; dn++) {
+        wmma::fill_fragment(dk_acc[dn], 0.0f);
+        wmma::fill_fragment(dv_acc[dn], 0.0f);
+    }
+    for (int q0 = k0; q0 < T; q0 += TC_TILE) {  // queries before k0 see none of the block's keys
+        __syncthreads();
+        tc_load_tile<DN>(Qs, q + head * S::HS, S::HS, q0, T);
+        tc_load_tile<DN>(dOs, dout + (size_t)b * T * C + h * S::HS, C, q0, T);
+        for (int i = threadIdx.x; i < TC_TILE; i += blockDim.x) {
+            lse_s[i] = q0 + i < T ? lse[head + q0 + i] : 0.0f;
+            D_s[i] = q0 + i < T ? D[head + q0 + i] : 0.0f;
+        }
+        __syncthreads();
+        if (k0 + warp * 16 >= T) continue;  // the warp's keys are all past T
+        tc_rows_times_tile_t<DN>(Sf, Ks + warp * 16 * S::LDX, Qs);    // k . q: 16 keys x 64 queries
+        tc_rows_times_tile_t<DN>(dPf, Vs + warp * 16 * S::LDX, dOs);  // v . dout
+        __syncwarp();
+        for (int j = half * 32; j < half * 32 + 32; j++) {
+            int i = q0 + j;  // the query
+            float p = 0.0f, ds = 0.0f;
+            if (i >= key && i < T && key < T) {
+                p = expf(scale * Sf[r * S::LDF + j] - lse_s[j]);
+                ds = p * (dPf[r * S::LDF + j] - D_s[j]);
+            }
+            Pw[r * S::LDP + j] = (floatX)p;
+            dSw[r * S::LDP + j] = (floatX)ds;
+        }
+        __syncwarp();
+        tc_weights_times_tile<DN>(dv_acc, Pw, dOs);  // dv += sum over the queries of p dout
+        tc_weights_times_tile<DN>(dk_acc, dSw, Qs);  // dk += sum of ds q (times scale at the end)
+        __syncwarp();
+    }
+    if (k0 + warp * 16 >= T) return;
+#pragma unroll
+    for (int dn = 0; dn < DN; dn++) {
+        wmma::store_matrix_sync(Sf + dn * 16, dk_acc[dn], S::LDF, wmma::mem_row_major);
+        wmma::store_matrix_sync(dPf + dn * 16, dv_acc[dn], S::LDF, wmma::mem_row_major);
+    }
+    __syncwarp();
+    if (key < T)
+        for (int c = half * (S::HS / 2); c < (half + 1) * (S::HS / 2); c++) {
+            dk[(head + key) * S::HS + c] = (floatX)(scale * Sf[r * S::LDF + c]);
+            dv[(head + key) * S::HS + c] = (floatX)dPf[r * S::LDF + c];
+        }
+}
+
+// backward dq: block (64 queries, h, b) walks its key tiles. Shared: Qs, dOs (own), Ks, Vs (the key tile), then per
+// warp two float scratches (s, dp) and the bf16 ds.
+template <int DN>
+__global__ void __launch_bounds__(TC_WARPS * 32)
+    flash_tc_backward_q_kernel(floatX* dq, const floatX* dout, const floatX* q, const floatX* k, const floatX* v,
+                               const float* lse, const float* D, int T, int NH, float scale) {
+    typedef TcShape<DN> S;
+    DYNAMIC_SHARED(unsigned char, smem);
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    floatX *Qs = (floatX*)smem, *dOs = Qs + S::TILE, *Ks = dOs + S::TILE, *Vs = Ks + S::TILE;
+    float* Sf = (float*)(Vs + S::TILE) + warp * 2 * S::SCRATCH;
+    float* dPf = Sf + S::SCRATCH;
+    floatX* dSw = (floatX*)((float*)(Vs + S::TILE) + TC_WARPS * 2 * S::SCRATCH) + warp * S::PW;
+    int h = blockIdx.y, b = blockIdx.z, C = NH * S::HS, q0 = blockIdx.x * TC_OWN;
+    size_t head = ((size_t)b * NH + h) * T;
+    tc_load_tile<DN>(Qs, q + head * S::HS, S::HS, q0, T);
+    tc_load_tile<DN>(dOs, dout + (size_t)b * T * C + h * S::HS, C, q0, T);
+    int r = lane / 2, half = lane % 2, t = q0 + warp * 16 + r;  // lanes 2r, 2r + 1: the warp's query row r
+    float lse_t = t < T ? lse[head + t] : 0.0f, D_t = t < T ? D[head + t] : 0.0f;
+    FragC dq_acc[DN];
+#pragma unroll
+    for (int dn = 0; dn < DN; dn++) wmma::fill_fragment(dq_acc[dn], 0.0f);
+    int last = min(T, q0 + TC_OWN) - 1;
+    for (int k0 = 0; k0 <= last; k0 += TC_TILE) {
+        __syncthreads();
+        tc_load_tile<DN>(Ks, k + head * S::HS, S::HS, k0, T);
+        tc_load_tile<DN>(Vs, v + head * S::HS, S::HS, k0, T);
+        __syncthreads();
+        if (q0 + warp * 16 >= T) continue;
+        tc_rows_times_tile_t<DN>(Sf, Qs + warp * 16 * S::LDX, Ks);    // q . k: 16 queries x 64 keys
+        tc_rows_times_tile_t<DN>(dPf, dOs + warp * 16 * S::LDX, Vs);  // dout . v
+        __syncwarp();
+        for (int j = half * 32; j < half * 32 + 32; j++) {
+            int key = k0 + j;
+            float ds = 0.0f;
+            if (key <= t && key < T && t < T) {
+                float p = expf(scale * Sf[r * S::LDF + j] - lse_t);
+                ds = p * (dPf[r * S::LDF + j] - D_t);
+            }
+            dSw[r * S::LDP + j] = (floatX)ds;
+        }
+        __syncwarp();
+        tc_weights_times_tile<DN>(dq_acc, dSw, Ks);  // dq += sum over the keys of ds k (times scale at the end)
+        __syncwarp();
+    }
+    if (q0 + warp * 16 >= T) return;
+#pragma unroll
+    for (int dn = 0; dn < DN; dn++) wmma::store_matrix_sync(Sf + dn * 16, dq_acc[dn], S::LDF, wmma::mem_row_major);
+    __syncwarp();
+    if (t < T)
+        for (int c = half * (S::HS / 2); c < (half + 1) * (S::HS / 2); c++)
+            dq[(head + t) * S::HS + c] = (floatX)(scale * Sf[r * S::LDF + c]);
+}
+
+// bytes of shared memory of each tensor-core kernel
+template <int DN> static size_t tc_forward_bytes() {
+    typedef TcShape<DN> S;
+    return 3 * S::TILE * sizeof(floatX) + TC_WARPS * (S::SCRATCH * sizeof(float) + S::PW * sizeof(floatX));
+}
+template <int DN> static size_t tc_backward_kv_bytes() {
+    typedef TcShape<DN> S;
+    return 4 * S::TILE * sizeof(floatX) + 2 * TC_TILE * sizeof(float) +
+           TC_WARPS * 2 * (S::SCRATCH * sizeof(float) + S::PW * sizeof(floatX));
+}
+template <int DN> static size_t tc_backward_q_bytes() {
+    typedef TcShape<DN> S;
+    return 4 * S::TILE * sizeof(floatX) + TC_WARPS * (2 * S::SCRATCH * sizeof(float) + S::PW * sizeof(floatX));
+}
+
+// Calls run(std::integral_constant<int, DN>()) for head size 16 DN with DN in 1, 2, 3, 4, 8; false for other sizes
+template <typename Run>
+static bool with_tc_head_size(int hs, Run run) {
+    switch (hs) {
+        case 16: run(std::integral_constant<int, 1>()); return true;
+        case 32: run(std::integral_constant<int, 2>()); return true;
+        case 48: run(std::integral_constant<int, 3>()); return true;
+        case 64: run(std::integral_constant<int, 4>()); return true;
+        case 128: run(std::integral_constant<int, 8>()); return true;
+        default: return false;
+    }
+}
+#endif  // FLASH_TENSOR_CORES
+
 // ----------------------------------------------------------------------------------------------------------------
 // launchers
 
@@ -314,11 +622,22 @@ static void flash_attention_forward(floatX* out, float* lse, const floatX* q, co
                                     int T, int C, int NH) {
     int hs = C / NH;
     flash_check_head_size(hs);
+    float scale = 1.0f / sqrtf((float)hs);
+#if FLASH_TENSOR_CORES
+    bool done = !flash_force_portable && with_tc_head_size(hs, [&](auto dn) {
+        constexpr int DN = decltype(dn)::value;
+        size_t bytes = tc_forward_bytes<DN>();
+        flash_allow_shared(flash_tc_forward_kernel<DN>, bytes);
+        dim3 grid(ceil_div(T, TC_OWN), NH, B);
+        flash_tc_forward_kernel<DN><<<grid, TC_WARPS * 32, bytes>>>(out, lse, q, k, v, T, NH, scale);
+        launchCheck();
+    });
+    if (done) return;
+#endif
     size_t bytes = flash_shared_bytes(FLASH_OWN, 2 * FLASH_TILE, FLASH_WARPS * 32, hs);
     flash_allow_shared(flash_attention_forward_kernel, bytes);
     dim3 grid(ceil_div(T, FLASH_OWN), NH, B);
-    flash_attention_forward_kernel<<<grid, FLASH_WARPS * 32, bytes>>>(out, lse, q, k, v, T, NH, hs,
-                                                                       1.0f / sqrtf((float)hs));
+    flash_attention_forward_kernel<<<grid, FLASH_WARPS * 32, bytes>>>(out, lse, q, k, v, T, NH, hs, scale);
     launchCheck();
 }
 
@@ -333,6 +652,21 @@ static void flash_attention_backward(floatX* dq, floatX* dk, floatX* dv, float* 
     int rows = B * NH * T;
     flash_attention_backward_d_kernel<<<ceil_div(rows, 8), 256>>>(D, out, dout, B, T, NH, hs);
     launchCheck();
+#if FLASH_TENSOR_CORES
+    bool done = !flash_force_portable && with_tc_head_size(hs, [&](auto dn) {
+        constexpr int DN = decltype(dn)::value;
+        dim3 grid(ceil_div(T, TC_OWN), NH, B);
+        size_t kv_bytes = tc_backward_kv_bytes<DN>(), q_bytes = tc_backward_q_bytes<DN>();
+        flash_allow_shared(flash_tc_backward_kv_kernel<DN>, kv_bytes);
+        flash_tc_backward_kv_kernel<DN><<<grid, TC_WARPS * 32, kv_bytes>>>(dk, dv, dout, q, k, v, lse, D, T, NH,
+                                                                            scale);
+        launchCheck();
+        flash_allow_shared(flash_tc_backward_q_kernel<DN>, q_bytes);
+        flash_tc_backward_q_kernel<DN><<<grid, TC_WARPS * 32, q_bytes>>>(dq, dout, q, k, v, lse, D, T, NH, scale);
+        launchCheck();
+    });
+    if (done) return;
+#endif
     dim3 grid(ceil_div(T, FLASH_OWN), NH, B);
     size_t kv_bytes = flash_shared_bytes(2 * FLASH_OWN, 2 * FLASH_TILE, 2 * FLASH_TILE + 2 * FLASH_WARPS * 32, hs);
     flash_allow_shared(flash_attention_backward_kv_kernel, kv_bytes);

@@ -66,7 +66,7 @@ static inline int ceil_div(long long a, long long b) { return (int)((a + b - 1) 
 // (tools/cuda_emulator defines its own)
 #ifndef DYNAMIC_SHARED
 #define DYNAMIC_SHARED(T, name)                                    \
-    extern __shared__ __align__(16) unsigned char dynamic_smem_[]; \
+    extern __shared__ __align__(128) unsigned char dynamic_smem_[]; \
     T* name = (T*)dynamic_smem_
 #endif
 

@@ -395,6 +395,58 @@ TEST_CASE("flash attention: pre, post and siamese match the CPU reference and th
                       SMALL_MAX_BOUND, Variant{1, ATTENTION_FLASH}, FLASH_BOUND);
 }
 
+#if FLASH_TENSOR_CORES
+// The tensor-core flash attention (bf16 build, head sizes 16, 32, 48, 64, 128) against the portable one on the same
+// bf16 q, k, v and dout: out, lse, dq, dk, dv. Both compute in float32 but the tensor-core kernels round p and ds
+// to bf16 (2^-9 relative on average) before their products, so they differ by ~2e-3; bound 1e-2. A wrong index or
+// a missing scale is O(1). T = 150: three tiles of 64 keys, the last one ragged.
+TEST_CASE("tensor-core flash attention matches the portable kernels") {
+    for (int hs : {16, 32, 48, 64, 128}) {
+        int B = 2, NH = 2, T = 150, C = NH * hs;
+        size_t n = (size_t)B * NH * T * hs, rows = (size_t)B * NH * T;
+        uint64_t rng = 1000 + hs;
+        auto randoms = [&](size_t count, double scale) {
+            std::vector<floatX> v(count);
+            for (auto& x : v) x = (floatX)(float)(scale * random_normal(&rng));
+            return v;
+        };
+        std::vector<floatX> hq = randoms(n, 1.0), hk = randoms(n, 1.0), hv = randoms(n, 1.0), hd = randoms(n, 1.0);
+        floatX *q = cuda_malloc<floatX>(n, "q"), *k = cuda_malloc<floatX>(n, "k"), *v = cuda_malloc<floatX>(n, "v");
+        floatX* dout = cuda_malloc<floatX>(n, "dout");
+        cudaCheck(cudaMemcpy(q, hq.data(), n * sizeof(floatX), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(k, hk.data(), n * sizeof(floatX), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(v, hv.data(), n * sizeof(floatX), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(dout, hd.data(), n * sizeof(floatX), cudaMemcpyHostToDevice));
+        std::vector<float> results[2][5];  // [portable, tensor cores][out, lse, dq, dk, dv]
+        for (int tc = 0; tc < 2; tc++) {
+            flash_force_portable = !tc;
+            floatX *out = cuda_malloc<floatX>(n, "out"), *dq = cuda_malloc<floatX>(n, "dq");
+            floatX *dk = cuda_malloc<floatX>(n, "dk"), *dv = cuda_malloc<floatX>(n, "dv");
+            float *lse = cuda_malloc<float>(rows, "lse"), *D = cuda_malloc<float>(rows, "D");
+            flash_attention_forward(out, lse, q, k, v, B, T, C, NH);
+            flash_attention_backward(dq, dk, dv, D, dout, out, q, k, v, lse, B, T, C, NH);
+            results[tc][0] = as_float(download(out, n));
+            results[tc][1] = download(lse, rows);
+            results[tc][2] = as_float(download(dq, n));
+            results[tc][3] = as_float(download(dk, n));
+            results[tc][4] = as_float(download(dv, n));
+            for (void* p : {(void*)out, (void*)dq, (void*)dk, (void*)dv, (void*)lse, (void*)D}) cudaCheck(cudaFree(p));
+        }
+        flash_force_portable = 0;
+        const char* names[5] = {"out", "lse", "dq", "dk", "dv"};
+        char buf[256];
+        std::string line = fmt(buf, sizeof(buf), "TCCHECK hs=%d:", hs);
+        for (int i = 0; i < 5; i++) {
+            Diff d = compare(results[1][i].data(), results[0][i].data(), results[0][i].size());
+            line += fmt(buf, sizeof(buf), " %s %.1e", names[i], d.norm_rel);
+            CHECK(d.norm_rel <= 1e-2);
+        }
+        MESSAGE(line);
+        for (void* p : {(void*)q, (void*)k, (void*)v, (void*)dout}) cudaCheck(cudaFree(p));
+    }
+}
+#endif
+
 // GPT-2 small's shape: 12 layers, 768 channels, 12 heads, T 256, B 2, GPT-2's vocabulary (padded to 50304)
 TEST_CASE("siamese at GPT-2 small's shape matches the CPU reference") {
     check_against_cpu(make_problem("siamese-d12", NORM_SIAMESE, 0, 12, 768, 12, 1024, GPT2_VOCAB, 2, 256),

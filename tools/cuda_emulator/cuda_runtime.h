@@ -6,6 +6,8 @@
 // What it cannot show: speed, coalescing, the GPU's own rounding, races inside a warp between two barriers.
 #pragma once
 #include <algorithm>
+#include <cstdint>
+#include <type_traits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -81,8 +83,9 @@ inline void __syncwarp(unsigned mask = 0xffffffffu) {
 }
 // dynamic shared memory: one buffer for the block that runs, NaN-filled before each block (reading what nobody
 // wrote shows)
-inline std::vector<float> emu_dynamic_shared;
-#define DYNAMIC_SHARED(T, name) T* name = (T*)emu_dynamic_shared.data()
+inline std::vector<float> emu_dynamic_shared_buffer;
+inline float* emu_dynamic_shared;  // 128-byte aligned, inside the buffer
+#define DYNAMIC_SHARED(T, name) T* name = (T*)emu_dynamic_shared
 template <typename T> T __shfl_xor_sync(unsigned mask, T v, int o) {
     if (mask != 0xffffffffu) { fprintf(stderr, "EMU: partial shuffle mask\n"); abort(); }
     int t = emu_cur;
@@ -163,13 +166,15 @@ inline void emu_run(dim3 grid, dim3 block, const std::function<void()>& body) {
         for (unsigned y = 0; y < grid.y; y++)
             for (unsigned x = 0; x < grid.x; x++) {
                 blockIdx = dim3(x, y, z);
-                std::fill(emu_dynamic_shared.begin(), emu_dynamic_shared.end(), NAN);
+                std::fill(emu_dynamic_shared_buffer.begin(), emu_dynamic_shared_buffer.end(), NAN);
                 emu_run_block(n);
             }
 }
 template <typename K> auto emu_launch(K kernel, dim3 grid, dim3 block, size_t shared_bytes = 0) {
     return [=](auto... args) {
-        emu_dynamic_shared.assign((shared_bytes + 3) / 4, NAN);
+        emu_dynamic_shared_buffer.assign((shared_bytes + 3) / 4 + 32, NAN);
+        emu_dynamic_shared = emu_dynamic_shared_buffer.data();
+        while ((uintptr_t)emu_dynamic_shared % 128) emu_dynamic_shared++;
         emu_run(grid, block, [&]() { kernel(args...); });
     };
 }
