@@ -6,7 +6,7 @@ CXXFLAGS  ?= -O3 -march=native -std=c++17 -Wall -Wextra
 OMPFLAGS  ?= -fopenmp
 NVCC      ?= nvcc
 NVFLAGS   ?= -O3 -std=c++17 -arch=sm_90 -lineinfo
-NVLIBS    ?= -lcublas
+NVLIBS    ?= -lcublas -lcublasLt
 PYTHON    ?= python3
 TORCH_PY  ?= /usr/bin/python3
 DOCTEST   ?= /usr/include/doctest

@@ -45,6 +45,16 @@ static const char* const PRECISION_NAME = "bf16";
 #endif
 static const int FLOATX_IS_FLOAT = sizeof(floatX) == sizeof(float);
 
+// bf16: the products that end in a bias or a GELU go to cuBLASLt, which adds the bias and applies the GELU (and in
+// the backward pass its derivative) in the product's epilogue, instead of a separate pass over the result.
+// -DNO_CUBLASLT keeps the separate kernels; the fp32 build always does.
+#if !defined(ENABLE_FP32) && !defined(NO_CUBLASLT)
+#define USE_CUBLASLT 1
+#include <cublasLt.h>
+#else
+#define USE_CUBLASLT 0
+#endif
+
 // ----------------------------------------------------------------------------------------------------------------
 // failures: one line with the file and line of the call, exit 1
 
@@ -80,6 +90,11 @@ static struct {
     int sms;                      // streaming multiprocessors, for grid sizes
     char name[200];
     double peak_flops;            // dense peak of the matrix products in use, for the MFU; 0 where not known
+#if USE_CUBLASLT
+    cublasLtHandle_t cublaslt;
+    void* lt_workspace;
+    size_t lt_workspace_bytes;
+#endif
     float* partials;              // scratch for the first stage of the reductions (see reduce_partials)
     size_t partials_floats;
 } gpu;
@@ -130,6 +145,11 @@ static void gpu_init(int tf32) {
         gpu.sms = prop.multiProcessorCount;
         snprintf(gpu.name, sizeof(gpu.name), "%.120s", prop.name);
         cublasCheck(cublasCreate(&gpu.cublas));
+#if USE_CUBLASLT
+        cublasCheck(cublasLtCreate(&gpu.cublaslt));
+        gpu.lt_workspace_bytes = 32 << 20;  // as llm.c: enough for the fastest algorithms on Hopper
+        cudaCheck(cudaMalloc(&gpu.lt_workspace, gpu.lt_workspace_bytes));
+#endif
         gpu.ready = 1;
     }
     // CUBLAS_COMPUTE_32F is true float32; the math mode keeps the batched and legacy paths the same

@@ -221,6 +221,54 @@ static void gemm_batched(cublasOperation_t opa, cublasOperation_t opb, int m, in
                                            gpu.compute, CUBLAS_GEMM_DEFAULT));
 }
 
+#if USE_CUBLASLT
+// The same column-major product on cuBLASLt (bf16 in and out, float32 accumulation), with an epilogue applied to
+// every result element before it is stored:
+//   CUBLASLT_EPILOGUE_BIAS           D = product + bias(row)
+//   CUBLASLT_EPILOGUE_GELU_AUX_BIAS  aux = product + bias(row), the GELU's input, kept; D = gelu(aux) (tanh form)
+//   CUBLASLT_EPILOGUE_DGELU          D = product * gelu'(aux)
+// aux, when given, has D's shape (m, n) and leading dimension m.
+static void gemm_epilogue(cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k, const floatX* A, int lda,
+                          const floatX* B, int ldb, floatX* D, cublasLtEpilogue_t epilogue, const floatX* bias,
+                          const floatX* aux) {
+    cublasLtMatmulDesc_t desc;
+    cublasCheck(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    if (bias) cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    if (aux) {
+        int64_t aux_ld = m;
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+        cublasCheck(
+            cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+    }
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasCheck(cublasLtMatrixLayoutCreate(&la, CUBLAS_FLOATX, opa == CUBLAS_OP_N ? m : k, opa == CUBLAS_OP_N ? k : m,
+                                           lda));
+    cublasCheck(cublasLtMatrixLayoutCreate(&lb, CUBLAS_FLOATX, opb == CUBLAS_OP_N ? k : n, opb == CUBLAS_OP_N ? n : k,
+                                           ldb));
+    cublasCheck(cublasLtMatrixLayoutCreate(&ld, CUBLAS_FLOATX, m, n, m));
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                     &gpu.lt_workspace_bytes, sizeof(gpu.lt_workspace_bytes)));
+    cublasLtMatmulHeuristicResult_t heuristic;
+    int found = 0;
+    cublasCheck(cublasLtMatmulAlgoGetHeuristic(gpu.cublaslt, desc, la, lb, ld, ld, pref, 1, &heuristic, &found));
+    if (found == 0)
+        fail("cuBLASLt has no algorithm for a %d x %d x %d product with epilogue %d", m, n, k, (int)epilogue);
+    float alpha = 1.0f, beta = 0.0f;
+    cublasCheck(cublasLtMatmul(gpu.cublaslt, desc, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &heuristic.algo,
+                               gpu.lt_workspace, gpu.lt_workspace_bytes, 0));
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    cublasCheck(cublasLtMatrixLayoutDestroy(la));
+    cublasCheck(cublasLtMatrixLayoutDestroy(lb));
+    cublasCheck(cublasLtMatrixLayoutDestroy(ld));
+    cublasCheck(cublasLtMatmulDescDestroy(desc));
+}
+#endif
+
 // thread per element of out (N, OC)
 __global__ void add_bias_kernel(floatX* out, const floatX* bias, size_t n, int OC) {
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -231,6 +279,13 @@ __global__ void add_bias_kernel(floatX* out, const floatX* bias, size_t n, int O
 // add the bias on their way through; the projections use add_bias.)
 static void matmul_forward(floatX* out, const floatX* inp, const floatX* weight, const floatX* bias, int N, int C,
                            int OC) {
+#if USE_CUBLASLT
+    if (bias) {  // the bias in the product's epilogue
+        gemm_epilogue(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight, C, inp, C, out, CUBLASLT_EPILOGUE_BIAS, bias,
+                      nullptr);
+        return;
+    }
+#endif
     gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, 1.0f, weight, C, inp, C, 0.0f, out, OC);
     if (bias) {
         add_bias_kernel<<<ceil_div((long long)N * OC, 256), 256>>>(out, bias, (size_t)N * OC, OC);
@@ -274,11 +329,16 @@ static void bias_backward(float* dbias, const floatX* dout, int N, int OC) {
 // dbias += column sums of dout. Column-major: dinp^T (C, N) = W^T (C, OC) @ dout^T (OC, N), and W, dout as stored
 // already are W^T and dout^T: gemm(N, N, C, N, OC). dweight^T (C, OC) += inp^T (C, N) @ dout (N, OC): inp as stored
 // is inp^T, dout needs a transpose: gemm(N, T, C, OC, N).
+static void matmul_backward_weights(float* dweight, float* dbias, const floatX* dout, const floatX* inp, int N, int C,
+                                    int OC) {
+    gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dweight, C);
+    if (dbias) bias_backward(dbias, dout, N, OC);
+}
+
 static void matmul_backward(floatX* dinp, float* dweight, float* dbias, const floatX* dout, const floatX* inp,
                             const floatX* weight, int N, int C, int OC, float dinp_beta) {
     gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, 1.0f, weight, C, dout, OC, dinp_beta, dinp, C);
-    gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dweight, C);
-    if (dbias) bias_backward(dbias, dout, N, OC);
+    matmul_backward_weights(dweight, dbias, dout, inp, N, C, OC);
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -964,10 +1024,16 @@ static void mlp_block_forward(GPT2* m, int l, const floatX* u, floatX* z) {
     ParameterTensors* p = &m->params;
     floatX* fch = m->acts.fch + (size_t)l * n4;
     floatX* fch_gelu = m->acts.fch_gelu + (m->recompute ? 0 : (size_t)l * n4);
+#if USE_CUBLASLT
+    // fch = u fcw^T + fcb (kept for the backward pass) and fch_gelu = gelu(fch), both from the product's epilogue
+    gemm_epilogue(CUBLAS_OP_T, CUBLAS_OP_N, 4 * C, N, C, p->fcw + (size_t)l * 4 * C * C, C, u, C, fch_gelu,
+                  CUBLASLT_EPILOGUE_GELU_AUX_BIAS, p->fcb + (size_t)l * 4 * C, fch);
+#else
     matmul_forward(fch, u, p->fcw + (size_t)l * 4 * C * C, nullptr, N, C, 4 * C);
     bias_gelu_forward_kernel<<<elementwise_grid(n4), ELEMENTWISE_THREADS>>>(fch_gelu, fch, p->fcb + (size_t)l * 4 * C,
                                                                            n4, 4 * C);
     launchCheck();
+#endif
     matmul_forward(z, fch_gelu, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + (size_t)l * C, N, 4 * C, C);
 }
 
@@ -984,10 +1050,17 @@ static void mlp_block_backward(GPT2* m, int l, const floatX* u, floatX* du, floa
         gelu_forward_kernel<<<elementwise_grid(n4), ELEMENTWISE_THREADS>>>(fch_gelu, fch, n4);
         launchCheck();
     }
+#if USE_CUBLASLT
+    // dL/dfch = (dz fcprojw) * gelu'(fch) in one product (its epilogue), then the fcproj weight and bias gradients
+    gemm_epilogue(CUBLAS_OP_N, CUBLAS_OP_N, 4 * C, N, C, p->fcprojw + (size_t)l * C * 4 * C, 4 * C, dz, C, dfch,
+                  CUBLASLT_EPILOGUE_DGELU, nullptr, fch);
+    matmul_backward_weights(g->fcprojw + (size_t)l * C * 4 * C, g->fcprojb + (size_t)l * C, dz, fch_gelu, N, 4 * C, C);
+#else
     matmul_backward(dfch, g->fcprojw + (size_t)l * C * 4 * C, g->fcprojb + (size_t)l * C, dz, fch_gelu,
                     p->fcprojw + (size_t)l * C * 4 * C, N, 4 * C, C, 0.0f);
     gelu_backward_kernel<<<elementwise_grid(n4), ELEMENTWISE_THREADS>>>(dfch, fch, dfch, n4);
     launchCheck();
+#endif
     matmul_backward(du, g->fcw + (size_t)l * 4 * C * C, g->fcb + (size_t)l * 4 * C, dfch, u,
                     p->fcw + (size_t)l * 4 * C * C, N, C, 4 * C, du_beta);
 }
@@ -1101,8 +1174,8 @@ static void gpt2_update(GPT2* m, const AdamWConfig& o, float grad_scale, int t) 
         adamw_kernel<<<elementwise_grid(tensor.size), ELEMENTWISE_THREADS>>>(
             m->params_memory + tensor.offset,
             (void*)m->params_x == (void*)m->params_memory ? nullptr : m->params_x + tensor.offset,
-            m->grads_memory + tensor.offset, m->m_memory + tensor.offset, m->v_memory + tensor.offset, tensor.size, o.learning_rate, o.beta1, o.beta2, bc1, bc2, o.eps, wd,
-            grad_scale);
+            m->grads_memory + tensor.offset, m->m_memory + tensor.offset, m->v_memory + tensor.offset, tensor.size,
+            o.learning_rate, o.beta1, o.beta2, bc1, bc2, o.eps, wd, grad_scale);
         launchCheck();
     }
 }

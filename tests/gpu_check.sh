@@ -40,7 +40,7 @@ DOCTEST=${DOCTEST:-/usr/include/doctest}
 [ -f "$DOCTEST/doctest.h" ] || echo "no doctest.h in \$DOCTEST or .carry/doctest: tests/test_gpu will not build"
 FLASH=$RUNS/train_gpt2cu_flash  # the bf16 trainer with ATTENTION=flash, beside the default one
 timeout 300 nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo -DENABLE_BF16 -DFLASH_ATTENTION -o "$FLASH" train_gpt2.cu \
-    -lcublas &
+    -lcublas -lcublasLt &
 flash_build=$!
 timeout 300 make -j16 DOCTEST="$DOCTEST" train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16 reference_cpu
 rc=$?
@@ -175,6 +175,10 @@ reldiff() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf 
             END { if (n) printf "tests/%s: flash attention against the materialized one %.1e, -r 1 against -r 0 %.1e " \
                                 "(worst gradient, norm-wise)\n", t, f, r }'
     done
+    grep -ho "TCCHECK .*" "$RUNS/test_gpu_bf16.log" 2>/dev/null | awk '  # TCCHECK hs=64: out 1.9e-03 lse ... dv 2.5e-03
+        { for (i = 3; i <= NF; i += 2) if ($(i + 1) + 0 > w) w = $(i + 1) + 0; n++ }
+        END { if (n) printf "tests/test_gpu_bf16: tensor-core flash attention against the portable kernels, worst of" \
+                            " out/lse/dq/dk/dv over %d head sizes: %.1e (bound 1e-2)\n", n, w }'
     ms0=$(median_ms "$RUNS/siamese_fp32.log") ms1=$(median_ms "$RUNS/tf32.log")
     echo "TF32 (fp32 build, siamese d12): -f 0 $ms0 ms/step, -f 1 $ms1 ms/step (loss $(final_loss "$RUNS/tf32.log")" \
         "at step 60), speed-up $(awk -v a="$ms0" -v b="$ms1" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2fx", a / b; else print "-" }');" \

@@ -351,12 +351,14 @@ TEST_CASE("ten AdamW steps with accumulation and clipping give the CPU reference
 
 // -r 1 recomputes u (each layout's LayerNorm output) and gelu(fch) in the backward pass from what the forward pass
 // kept. The recomputation applies the forward's formulas to the same stored numbers, so the gradients should agree
-// with -r 0 up to how the compiler fuses multiply-adds in two different kernels: bound 1e-6 (fp32), and in bf16
-// 1e-3 (a u that rounds to the neighbouring bf16 value somewhere moves a gradient by far less than that).
+// with -r 0 up to how the compiler fuses multiply-adds in two different kernels: bound 1e-6 (fp32; bit-identical in
+// the emulator). In bf16 with cuBLASLt the forward's GELU (the product's epilogue) reads the product before it is
+// rounded to bf16, the recomputation reads the stored, rounded fch: the GELU outputs differ by up to one bf16
+// rounding, which moves fcprojw's gradient by ~3e-3 (emulated): bound 1e-2.
 #ifdef ENABLE_FP32
 static const double RECOMPUTE_BOUND = 1e-6;
 #else
-static const double RECOMPUTE_BOUND = 1e-3;
+static const double RECOMPUTE_BOUND = 1e-2;
 #endif
 TEST_CASE("-r 1: pre, post and siamese with recomputation match the CPU reference and -r 0") {
     Variant r1 = {1, ATTENTION_MATERIALIZED};

@@ -1,7 +1,7 @@
 // The GPU memory the CUDA trainer allocates, per shape, layout, batch, recomputation and attention, from the
 // trainer's own sizing functions (count_parameters, parameter_bytes, point_activations): prints the tables of
 // docs/cuda.md for the precision it is built in. Needs no GPU.
-//   nvcc -std=c++17 -arch=sm_90 -DENABLE_BF16 -o /tmp/cuda_memory tools/cuda_memory.cu -lcublas && /tmp/cuda_memory
+//   nvcc -std=c++17 -arch=sm_90 -DENABLE_BF16 -o /tmp/cuda_memory tools/cuda_memory.cu -lcublas -lcublasLt && /tmp/cuda_memory
 //   (-DENABLE_FP32 for the float32 build's numbers)
 #define TRAIN_GPT2_NO_MAIN
 #include "../train_gpt2.cu"

@@ -1,0 +1,137 @@
+// A CPU stand-in for the part of cuBLASLt that train_gpt2.cu uses (tools/emulate_gpu.sh): one matmul with the
+// epilogues DEFAULT, BIAS, GELU_AUX_BIAS and DGELU, from their documented definitions, column-major as in cuBLAS:
+//   acc(i, j) = alpha sum_p op(A)(i, p) op(B)(p, j) + beta C(i, j)     (the sum in double, operands as stored)
+//   BIAS:          D = acc + bias(i)
+//   GELU_AUX_BIAS: aux(i, j) = acc + bias(i) (stored at aux[i + j * aux_ld]), D = gelu(acc + bias(i))
+//   DGELU:         D = acc * gelu'(aux(i, j))
+// GELU is the tanh approximation, as cuBLASLt's. The aux leading dimension must be a multiple of 8, as cuBLASLt asks.
+#pragma once
+#include "cublas_v2.h"
+typedef void* cublasLtHandle_t;
+enum cublasLtEpilogue_t {
+    CUBLASLT_EPILOGUE_DEFAULT = 1,
+    CUBLASLT_EPILOGUE_BIAS = 4,
+    CUBLASLT_EPILOGUE_GELU_AUX_BIAS = 164,
+    CUBLASLT_EPILOGUE_DGELU = 192
+};
+enum cublasLtMatmulDescAttributes_t {
+    CUBLASLT_MATMUL_DESC_TRANSA,
+    CUBLASLT_MATMUL_DESC_TRANSB,
+    CUBLASLT_MATMUL_DESC_EPILOGUE,
+    CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD
+};
+enum cublasLtMatmulPreferenceAttributes_t { CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES };
+struct EmuLtDesc {
+    cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
+    int epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    const void* bias = nullptr;
+    void* aux = nullptr;
+    int64_t aux_ld = 0;
+};
+struct EmuLtLayout {
+    cudaDataType_t type;
+    uint64_t rows, cols;
+    int64_t ld;
+};
+typedef EmuLtDesc* cublasLtMatmulDesc_t;
+typedef EmuLtLayout* cublasLtMatrixLayout_t;
+typedef void* cublasLtMatmulPreference_t;
+struct cublasLtMatmulAlgo_t {
+    uint64_t data[8];
+};
+struct cublasLtMatmulHeuristicResult_t {
+    cublasLtMatmulAlgo_t algo;
+    size_t workspaceSize;
+    cublasStatus_t state;
+    float wavesCount;
+    int reserved[4];
+};
+inline cublasStatus_t cublasLtCreate(cublasLtHandle_t* h) { *h = nullptr; return 0; }
+inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* d, cublasComputeType_t, cudaDataType_t) {
+    *d = new EmuLtDesc();
+    return 0;
+}
+inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) { delete d; return 0; }
+inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a,
+                                                     const void* v, size_t) {
+    switch (a) {
+        case CUBLASLT_MATMUL_DESC_TRANSA: d->ta = *(const cublasOperation_t*)v; break;
+        case CUBLASLT_MATMUL_DESC_TRANSB: d->tb = *(const cublasOperation_t*)v; break;
+        case CUBLASLT_MATMUL_DESC_EPILOGUE: d->epilogue = *(const cublasLtEpilogue_t*)v; break;
+        case CUBLASLT_MATMUL_DESC_BIAS_POINTER: d->bias = *(const void* const*)v; break;
+        case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: d->aux = *(void* const*)v; break;
+        case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: d->aux_ld = *(const int64_t*)v; break;
+    }
+    return 0;
+}
+inline cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* l, cudaDataType_t t, uint64_t rows,
+                                                 uint64_t cols, int64_t ld) {
+    *l = new EmuLtLayout{t, rows, cols, ld};
+    return 0;
+}
+inline cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) { delete l; return 0; }
+inline cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* p) { *p = nullptr; return 0; }
+inline cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t) { return 0; }
+inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t,
+                                                           cublasLtMatmulPreferenceAttributes_t, const void*, size_t) {
+    return 0;
+}
+inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t,
+                                                     cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+                                                     cublasLtMatrixLayout_t, cublasLtMatmulPreference_t, int,
+                                                     cublasLtMatmulHeuristicResult_t* r, int* found) {
+    memset(r, 0, sizeof(*r));
+    *found = 1;
+    return 0;
+}
+inline float emu_gelu(float x) {
+    const float k = 0.79788456080286535588f;
+    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+inline float emu_gelu_grad(float x) {
+    const float k = 0.79788456080286535588f;
+    float th = tanhf(k * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * k * (1.0f + 3.0f * 0.044715f * x * x);
+}
+inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const void* alpha, const void* A,
+                                     cublasLtMatrixLayout_t la, const void* B, cublasLtMatrixLayout_t lb,
+                                     const void* beta, const void* C, cublasLtMatrixLayout_t lc, void* D,
+                                     cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t*, void*, size_t, int) {
+    int m = (int)ld->rows, n = (int)ld->cols;
+    int k = (int)(d->ta == CUBLAS_OP_N ? la->cols : la->rows);
+    if ((d->tb == CUBLAS_OP_N ? lb->rows : lb->cols) != (uint64_t)k || lc->rows != ld->rows || C != D ||
+        (d->ta == CUBLAS_OP_N ? la->rows : la->cols) != (uint64_t)m || (d->tb == CUBLAS_OP_N ? lb->cols : lb->rows) != (uint64_t)n) {
+        fprintf(stderr, "EMU: cublasLtMatmul shapes do not agree\n");
+        abort();
+    }
+    if (d->aux && d->aux_ld % 8) { fprintf(stderr, "EMU: aux ld %lld not a multiple of 8\n", (long long)d->aux_ld); abort(); }
+    float a = *(const float*)alpha, b = *(const float*)beta;
+    emu_gemm_calls++;
+#pragma omp parallel for collapse(2)
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double s = 0;
+            for (int p = 0; p < k; p++) {
+                double x = d->ta == CUBLAS_OP_N ? emu_get(A, i + (size_t)p * la->ld, la->type)
+                                                : emu_get(A, p + (size_t)i * la->ld, la->type);
+                double y = d->tb == CUBLAS_OP_N ? emu_get(B, p + (size_t)j * lb->ld, lb->type)
+                                                : emu_get(B, j + (size_t)p * lb->ld, lb->type);
+                s += x * y;
+            }
+            size_t c = i + (size_t)j * ld->ld;
+            float acc = (float)(b == 0.0f ? a * s : a * s + b * emu_get(D, c, ld->type));
+            if (d->epilogue == CUBLASLT_EPILOGUE_BIAS) {
+                acc += (float)emu_get(d->bias, i, ld->type);
+            } else if (d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
+                acc += (float)emu_get(d->bias, i, ld->type);
+                emu_put(d->aux, i + (size_t)j * d->aux_ld, ld->type, acc);
+                acc = emu_gelu(acc);
+            } else if (d->epilogue == CUBLASLT_EPILOGUE_DGELU) {
+                acc *= emu_gelu_grad((float)emu_get(d->aux, i + (size_t)j * d->aux_ld, ld->type));
+            }
+            emu_put(D, c, ld->type, acc);
+        }
+    return 0;
+}
