@@ -349,17 +349,27 @@ __device__ inline void tc_load_tile(floatX* dst, const floatX* src, size_t src_s
 template <int DN>
 __device__ inline void tc_rows_times_tile_t(float* out, const floatX* A, const floatX* B) {
     const int LDX = TcShape<DN>::LDX, LDF = TcShape<DN>::LDF;
+    constexpr int KEEP = DN <= 4 ? DN : 1;  // the warp's rows stay in registers for the 4 column blocks up to hs 64
+    FragA kept[KEEP];
+    if (DN <= 4) {
+#pragma unroll
+        for (int d = 0; d < KEEP; d++) wmma::load_matrix_sync(kept[d], A + d * 16, LDX);
+    }
 #pragma unroll
     for (int n = 0; n < TC_TILE / 16; n++) {
         FragC acc;
         wmma::fill_fragment(acc, 0.0f);
 #pragma unroll
         for (int d = 0; d < DN; d++) {
-            FragA a;
             FragBt bt;
-            wmma::load_matrix_sync(a, A + d * 16, LDX);
             wmma::load_matrix_sync(bt, B + n * 16 * LDX + d * 16, LDX);
-            wmma::mma_sync(acc, a, bt, acc);
+            if (DN <= 4) {
+                wmma::mma_sync(acc, kept[d % KEEP], bt, acc);
+            } else {  // hs 128: reloading the rows is cheaper than the registers they would take
+                FragA a;
+                wmma::load_matrix_sync(a, A + d * 16, LDX);
+                wmma::mma_sync(acc, a, bt, acc);
+            }
         }
         wmma::store_matrix_sync(out + n * 16, acc, LDF, wmma::mem_row_major);
     }
