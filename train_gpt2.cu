@@ -221,21 +221,37 @@ static void gemm_batched(cublasOperation_t opa, cublasOperation_t opb, int m, in
                                            gpu.compute, CUBLAS_GEMM_DEFAULT));
 }
 
+// The same column-major product with an epilogue applied to every result element before it is stored, on
+// cuBLASLt (bf16 build; bf16 in and out, float32 accumulation):
+//   EPILOGUE_BIAS           D = product + bias(row)
+//   EPILOGUE_GELU_AUX_BIAS  aux = product + bias(row), the GELU's input, kept; D = gelu(aux) (tanh form)
+//   EPILOGUE_DGELU          D = product * gelu'(aux)
+// aux, when given, has D's shape (m, n) and leading dimension m. Returns false, having done nothing, where cuBLASLt
+// is not used (fp32, -DNO_CUBLASLT) or a matrix or vector does not start 16-byte aligned (its epilogues load 16
+// bytes at a time; every GPT-2 shape is aligned): the caller then runs the product and a separate kernel.
+enum Epilogue { EPILOGUE_BIAS, EPILOGUE_GELU_AUX_BIAS, EPILOGUE_DGELU };
 #if USE_CUBLASLT
-// The same column-major product on cuBLASLt (bf16 in and out, float32 accumulation), with an epilogue applied to
-// every result element before it is stored:
-//   CUBLASLT_EPILOGUE_BIAS           D = product + bias(row)
-//   CUBLASLT_EPILOGUE_GELU_AUX_BIAS  aux = product + bias(row), the GELU's input, kept; D = gelu(aux) (tanh form)
-//   CUBLASLT_EPILOGUE_DGELU          D = product * gelu'(aux)
-// aux, when given, has D's shape (m, n) and leading dimension m.
-static void gemm_epilogue(cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k, const floatX* A, int lda,
-                          const floatX* B, int ldb, floatX* D, cublasLtEpilogue_t epilogue, const floatX* bias,
+// the largest power of two up to 256 that divides the address (0: null)
+static uint32_t alignment_of(const void* p) {
+    uint32_t a = 256;
+    while (p && a > 1 && (uintptr_t)p % a) a /= 2;
+    return p ? a : 0;
+}
+
+static bool gemm_epilogue(cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k, const floatX* A, int lda,
+                          const floatX* B, int ldb, floatX* D, Epilogue epilogue, const floatX* bias,
                           const floatX* aux) {
+    for (const void* p : {(const void*)A, (const void*)B, (const void*)D, (const void*)bias, (const void*)aux})
+        if (p && alignment_of(p) < 16) return false;
+    if (aux && m % 8) return false;  // the aux leading dimension must be a multiple of 8
+    cublasLtEpilogue_t lt_epilogue = epilogue == EPILOGUE_BIAS            ? CUBLASLT_EPILOGUE_BIAS
+                                     : epilogue == EPILOGUE_GELU_AUX_BIAS ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                                                          : CUBLASLT_EPILOGUE_DGELU;
     cublasLtMatmulDesc_t desc;
     cublasCheck(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
     cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &lt_epilogue, sizeof(lt_epilogue)));
     if (bias) cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     if (aux) {
         int64_t aux_ld = m;
@@ -249,15 +265,25 @@ static void gemm_epilogue(cublasOperation_t opa, cublasOperation_t opb, int m, i
     cublasCheck(cublasLtMatrixLayoutCreate(&lb, CUBLAS_FLOATX, opb == CUBLAS_OP_N ? k : n, opb == CUBLAS_OP_N ? n : k,
                                            ldb));
     cublasCheck(cublasLtMatrixLayoutCreate(&ld, CUBLAS_FLOATX, m, n, m));
+    // the heuristic assumes 256-byte aligned matrices unless told otherwise: tell it what they are
     cublasLtMatmulPreference_t pref;
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                      &gpu.lt_workspace_bytes, sizeof(gpu.lt_workspace_bytes)));
+    uint32_t align_a = alignment_of(A), align_b = alignment_of(B), align_d = alignment_of(D);
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                                     sizeof(align_a)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                                     sizeof(align_b)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
+                                                     sizeof(align_d)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
+                                                     sizeof(align_d)));
     cublasLtMatmulHeuristicResult_t heuristic;
     int found = 0;
     cublasCheck(cublasLtMatmulAlgoGetHeuristic(gpu.cublaslt, desc, la, lb, ld, ld, pref, 1, &heuristic, &found));
     if (found == 0)
-        fail("cuBLASLt has no algorithm for a %d x %d x %d product with epilogue %d", m, n, k, (int)epilogue);
+        fail("cuBLASLt has no algorithm for a %d x %d x %d product with epilogue %d", m, n, k, (int)lt_epilogue);
     float alpha = 1.0f, beta = 0.0f;
     cublasCheck(cublasLtMatmul(gpu.cublaslt, desc, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &heuristic.algo,
                                gpu.lt_workspace, gpu.lt_workspace_bytes, 0));
@@ -266,6 +292,12 @@ static void gemm_epilogue(cublasOperation_t opa, cublasOperation_t opb, int m, i
     cublasCheck(cublasLtMatrixLayoutDestroy(lb));
     cublasCheck(cublasLtMatrixLayoutDestroy(ld));
     cublasCheck(cublasLtMatmulDescDestroy(desc));
+    return true;
+}
+#else
+static bool gemm_epilogue(cublasOperation_t, cublasOperation_t, int, int, int, const floatX*, int, const floatX*, int,
+                          floatX*, Epilogue, const floatX*, const floatX*) {
+    return false;
 }
 #endif
 
@@ -279,13 +311,8 @@ __global__ void add_bias_kernel(floatX* out, const floatX* bias, size_t n, int O
 // add the bias on their way through; the projections use add_bias.)
 static void matmul_forward(floatX* out, const floatX* inp, const floatX* weight, const floatX* bias, int N, int C,
                            int OC) {
-#if USE_CUBLASLT
-    if (bias) {  // the bias in the product's epilogue
-        gemm_epilogue(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight, C, inp, C, out, CUBLASLT_EPILOGUE_BIAS, bias,
-                      nullptr);
-        return;
-    }
-#endif
+    if (bias && gemm_epilogue(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight, C, inp, C, out, EPILOGUE_BIAS, bias, nullptr))
+        return;  // the bias in the product's epilogue
     gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, 1.0f, weight, C, inp, C, 0.0f, out, OC);
     if (bias) {
         add_bias_kernel<<<ceil_div((long long)N * OC, 256), 256>>>(out, bias, (size_t)N * OC, OC);
@@ -1024,16 +1051,14 @@ static void mlp_block_forward(GPT2* m, int l, const floatX* u, floatX* z) {
     ParameterTensors* p = &m->params;
     floatX* fch = m->acts.fch + (size_t)l * n4;
     floatX* fch_gelu = m->acts.fch_gelu + (m->recompute ? 0 : (size_t)l * n4);
-#if USE_CUBLASLT
-    // fch = u fcw^T + fcb (kept for the backward pass) and fch_gelu = gelu(fch), both from the product's epilogue
-    gemm_epilogue(CUBLAS_OP_T, CUBLAS_OP_N, 4 * C, N, C, p->fcw + (size_t)l * 4 * C * C, C, u, C, fch_gelu,
-                  CUBLASLT_EPILOGUE_GELU_AUX_BIAS, p->fcb + (size_t)l * 4 * C, fch);
-#else
-    matmul_forward(fch, u, p->fcw + (size_t)l * 4 * C * C, nullptr, N, C, 4 * C);
-    bias_gelu_forward_kernel<<<elementwise_grid(n4), ELEMENTWISE_THREADS>>>(fch_gelu, fch, p->fcb + (size_t)l * 4 * C,
-                                                                           n4, 4 * C);
-    launchCheck();
-#endif
+    // fch = u fcw^T + fcb (kept for the backward pass) and fch_gelu = gelu(fch): both from the product's epilogue,
+    // or a product and a kernel
+    const floatX *fcw = p->fcw + (size_t)l * 4 * C * C, *fcb = p->fcb + (size_t)l * 4 * C;
+    if (!gemm_epilogue(CUBLAS_OP_T, CUBLAS_OP_N, 4 * C, N, C, fcw, C, u, C, fch_gelu, EPILOGUE_GELU_AUX_BIAS, fcb, fch)) {
+        matmul_forward(fch, u, fcw, nullptr, N, C, 4 * C);
+        bias_gelu_forward_kernel<<<elementwise_grid(n4), ELEMENTWISE_THREADS>>>(fch_gelu, fch, fcb, n4, 4 * C);
+        launchCheck();
+    }
     matmul_forward(z, fch_gelu, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + (size_t)l * C, N, 4 * C, C);
 }
 
@@ -1050,17 +1075,16 @@ static void mlp_block_backward(GPT2* m, int l, const floatX* u, floatX* du, floa
         gelu_forward_kernel<<<elementwise_grid(n4), ELEMENTWISE_THREADS>>>(fch_gelu, fch, n4);
         launchCheck();
     }
-#if USE_CUBLASLT
-    // dL/dfch = (dz fcprojw) * gelu'(fch) in one product (its epilogue), then the fcproj weight and bias gradients
-    gemm_epilogue(CUBLAS_OP_N, CUBLAS_OP_N, 4 * C, N, C, p->fcprojw + (size_t)l * C * 4 * C, 4 * C, dz, C, dfch,
-                  CUBLASLT_EPILOGUE_DGELU, nullptr, fch);
+    // dL/dfch = (dz fcprojw) * gelu'(fch): in one product (its epilogue), or a product and a kernel; then the
+    // fcproj weight and bias gradients
+    const floatX* fcprojw = p->fcprojw + (size_t)l * C * 4 * C;
+    if (!gemm_epilogue(CUBLAS_OP_N, CUBLAS_OP_N, 4 * C, N, C, fcprojw, 4 * C, dz, C, dfch, EPILOGUE_DGELU, nullptr,
+                       fch)) {
+        gemm(CUBLAS_OP_N, CUBLAS_OP_N, 4 * C, N, C, 1.0f, fcprojw, 4 * C, dz, C, 0.0f, dfch, 4 * C);
+        gelu_backward_kernel<<<elementwise_grid(n4), ELEMENTWISE_THREADS>>>(dfch, fch, dfch, n4);
+        launchCheck();
+    }
     matmul_backward_weights(g->fcprojw + (size_t)l * C * 4 * C, g->fcprojb + (size_t)l * C, dz, fch_gelu, N, 4 * C, C);
-#else
-    matmul_backward(dfch, g->fcprojw + (size_t)l * C * 4 * C, g->fcprojb + (size_t)l * C, dz, fch_gelu,
-                    p->fcprojw + (size_t)l * C * 4 * C, N, 4 * C, C, 0.0f);
-    gelu_backward_kernel<<<elementwise_grid(n4), ELEMENTWISE_THREADS>>>(dfch, fch, dfch, n4);
-    launchCheck();
-#endif
     matmul_backward(du, g->fcw + (size_t)l * 4 * C * C, g->fcb + (size_t)l * 4 * C, dfch, u,
                     p->fcw + (size_t)l * 4 * C * C, N, C, 4 * C, du_beta);
 }

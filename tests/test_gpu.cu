@@ -397,6 +397,16 @@ TEST_CASE("flash attention: pre, post and siamese match the CPU reference and th
                       SMALL_MAX_BOUND, Variant{1, ATTENTION_FLASH}, FLASH_BOUND);
 }
 
+// C = 90, not a multiple of the row kernels' 16-byte packs (8 bf16, 4 fp32): the element-by-element path; in bf16
+// also matrices and biases that do not start 16-byte aligned, which cuBLASLt's epilogues are not given (the product
+// and a separate kernel instead); head size 30, which flash attention runs on the portable kernels
+TEST_CASE("C not a multiple of 8: pre and siamese match the CPU reference") {
+    check_against_cpu(make_problem("pre-c90", NORM_PRE, 0, 2, 90, 3, 32, 60, 3, 20), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND);
+    check_against_cpu(make_problem("siamese-c90", NORM_SIAMESE, 0, 2, 90, 3, 32, 60, 2, 24), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, Variant{1, ATTENTION_FLASH}, FLASH_BOUND);
+}
+
 #if FLASH_TENSOR_CORES
 // The tensor-core flash attention (bf16 build, head sizes 16, 32, 48, 64, 128) against the portable one on the same
 // bf16 q, k, v and dout: out, lse, dq, dk, dv. Both compute in float32 but the tensor-core kernels round p and ds

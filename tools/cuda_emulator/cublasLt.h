@@ -4,7 +4,8 @@
 //   BIAS:          D = acc + bias(i)
 //   GELU_AUX_BIAS: aux(i, j) = acc + bias(i) (stored at aux[i + j * aux_ld]), D = gelu(acc + bias(i))
 //   DGELU:         D = acc * gelu'(aux(i, j))
-// GELU is the tanh approximation, as cuBLASLt's. The aux leading dimension must be a multiple of 8, as cuBLASLt asks.
+// GELU is the tanh approximation, as cuBLASLt's. The aux leading dimension must be a multiple of 8, as cuBLASLt asks,
+// and every matrix and vector 16-byte aligned (train_gpt2.cu's gemm_epilogue promises both).
 #pragma once
 #include "cublas_v2.h"
 typedef void* cublasLtHandle_t;
@@ -22,7 +23,13 @@ enum cublasLtMatmulDescAttributes_t {
     CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
     CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD
 };
-enum cublasLtMatmulPreferenceAttributes_t { CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES };
+enum cublasLtMatmulPreferenceAttributes_t {
+    CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES
+};
 struct EmuLtDesc {
     cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
     int epilogue = CUBLASLT_EPILOGUE_DEFAULT;
@@ -107,6 +114,8 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, c
         abort();
     }
     if (d->aux && d->aux_ld % 8) { fprintf(stderr, "EMU: aux ld %lld not a multiple of 8\n", (long long)d->aux_ld); abort(); }
+    for (const void* p : {A, B, (const void*)D, d->bias, (const void*)d->aux})
+        if ((uintptr_t)p % 16) { fprintf(stderr, "EMU: cublasLtMatmul pointer %p not 16-byte aligned\n", p); abort(); }
     float a = *(const float*)alpha, b = *(const float*)beta;
     emu_gemm_calls++;
 #pragma omp parallel for collapse(2)
