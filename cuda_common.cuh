@@ -1,12 +1,14 @@
 /*
 cuda_common.cuh: what every kernel file of the CUDA trainer shares.
 
-  - the storage type of parameters and activations (floatX) and of cuBLAS (CUBLAS_FLOATX)
+  - the precision (bf16 or fp32, chosen at build time): the storage type of the activations and of the weights the
+    kernels read (floatX) and of cuBLAS (CUBLAS_FLOATX); whether cuBLASLt's epilogues are used
   - failures: every CUDA and cuBLAS call checked with file and line, one line on stderr and exit 1
-  - the device context: the cuBLAS handle, the compute mode (float32 or TF32), the scratch for partial sums
+  - the device context: the cuBLAS (and cuBLASLt) handles, the compute mode, the peak FLOP/s for the MFU, the
+    scratch for partial sums
   - warp and block reductions
-  - the row building blocks: a LayerNorm over one row of C channels held in the registers of one block, forward
-    and backward. Pre-Norm, Post-Norm (train_gpt2.cu) and SiameseNorm (siamese.cuh) are all built from these.
+  - the row building blocks: a LayerNorm over one row of C channels held in the registers of one block (moved
+    16 bytes at a time), forward and backward. Pre-Norm, Post-Norm (train_gpt2.cu) and SiameseNorm (siamese.cuh) are all built from these.
   - the second stage of every deterministic reduction: per-block partial sums added up in a fixed order
 
 Reductions never use atomics: a run repeats bit for bit on the same GPU.

@@ -1,5 +1,6 @@
 /*
-train_gpt2.cu: the CUDA trainer for GPT-2 in three residual/normalization layouts, float32, one GPU.
+train_gpt2.cu: the CUDA trainer for GPT-2 in three residual/normalization layouts, one GPU, bf16 mixed precision
+(the default) or float32 (make PRECISION=FP32; see cuda_common.cuh).
 
     pre      (GPT-2)                   x += Attn(LN1(x)); x += MLP(LN2(x));          logits from LN_f(x)
     post     (GPT-1, the Transformer)  x = LN1(x + Attn(x)); x = LN2(x + MLP(x));    logits from x
@@ -10,8 +11,10 @@ takes the same flags (gpt2_common.h); tests/test_gpu.cu holds the two against ea
 
 The shape of the file follows llm.c's train_gpt2_fp32.cu: kernels with their launchers, each pair forward next to
 backward, then the model (parameters, activations, forward, backward, update), then the training loop. Matrix
-products go to cuBLAS (float32; TF32 tensor cores only with -f 1); everything else is a short kernel of our own
-with a comment saying which thread owns which element.
+products go to cuBLAS (bf16 tensor cores, or float32 with TF32 only under -f 1; in bf16 the products that end in
+a bias or a GELU go to cuBLASLt with the bias and GELU fused in); attention is materialized or flash
+(attention.cuh); everything else is a short kernel of our own with a comment saying which thread owns which
+element. -r 1 recomputes the LayerNorm and GELU outputs in the backward pass instead of keeping them.
 
 How the layouts differ. Between two sub-layers (and after the embedding, and at the head) each layout does its
 normalization and residual work in ONE fused kernel per row, a "boundary": boundary b ends sub-layer b-1 (takes its
