@@ -84,7 +84,7 @@ grep -E "^step +(1|10|50|60)/|error" "$RUNS/tf32.log"
 status tf32 $rc
 
 # T = 1024: the T x T attention matrix is what -r 1 cannot save and flash attention does
-VARIANTS=(materialized "-r 0" materialized_r1 "-r 1" flash_r1 "-r 1")
+VARIANTS=(materialized "-r 0" flash "-r 0" materialized_r1 "-r 1" flash_r1 "-r 1")
 for ((i = 0; i < ${#VARIANTS[@]}; i += 2)); do
     name=${VARIANTS[i]} flags=${VARIANTS[i + 1]}
     bin=./train_gpt2cu
@@ -189,6 +189,10 @@ reldiff() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf 
         printf '  %-16s %8s ms %8s MiB  MFU %s\n' "${VARIANTS[i]}" "$(median_ms "$l" 5)" "$(last_step_field "$l" 8)" \
             "$(last_step_field "$l" 7)"
     done
+    awk -v m="$(median_ms "$RUNS/var_materialized.log" 5)" -v f="$(median_ms "$RUNS/var_flash.log" 5)" 'BEGIN {
+        if (m + 0 > 0 && f + 0 > 0)
+            printf "  flash attention takes %.2fx the materialized one'"'"'s time a step: %s\n", f / m,
+                   f < m ? "build train_gpt2cu with ATTENTION=flash for tests/bench_gpu.sh" : "keep the materialized default" }'
     echo "d48 siamese, T=1024, B=8, bf16: loss $(first_loss "$RUNS/d48.log") -> $(final_loss "$RUNS/d48.log") in 20" \
         "steps, $(median_ms "$RUNS/d48.log" 5) ms/step, MFU $(last_step_field "$RUNS/d48.log" 7)," \
         "$(last_step_field "$RUNS/d48.log" 8) MiB GPU"
