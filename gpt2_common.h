@@ -947,7 +947,7 @@ static double answer_accuracy(const AnswerSet& set, int eot, int max_len, NextTo
 //   train_save(m, model_path, state_path, st)    checkpoint and optimizer state
 //   train_load_state(m, path, loader)            the reverse of the state part; moves the loader
 //   train_describe(m, o, &rows)                  extra rows of the header table
-//   train_progress_suffix(m)                     appended to each progress line
+//   train_progress_suffix(m, tokens_per_s)       appended to each progress line
 //   train_sync(m)                                wait for the device before a step's time is read
 
 // the mean loss over up to max_batches batches of the validation shards, from their start
@@ -1136,8 +1136,9 @@ static int train_main(int argc, char** argv) {
         train_update(&model, o, lr, grad_scale, step + 1);
         train_sync(&model);
         double ms = (now_seconds() - t0) * 1000;
+        double tokens_per_s = o.total_batch / (ms / 1000);
         printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s%s\n", step + 1, max_steps, loss,
-               norm, lr, ms, o.total_batch / (ms / 1000), train_progress_suffix(&model).c_str());
+               norm, lr, ms, tokens_per_s, train_progress_suffix(&model, tokens_per_s).c_str());
         fflush(stdout);
         if (logfile) {
             fprintf(logfile, "s:%d trl:%.6f norm:%.4f lr:%.3e ms:%.1f\n", step, loss, norm, lr, ms);

@@ -930,15 +930,13 @@ static void gpt2_free(GPT2* m) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// sampling: draws from the model's distribution at the last position, one token at a time (no KV cache)
-
-// ----------------------------------------------------------------------------------------------------------------
 // the trainer: the training loop is train_main in gpt2_common.h, shared with the CUDA trainer; these are its hooks
 
 #ifndef REFERENCE_CPU_NO_MAIN
 
 static void train_backend_init(GPT2*, const TrainOptions& o) {
     if (o.tf32) fail("-f (TF32) applies to the CUDA trainer only");
+    if (o.recompute) fail("-r (recomputation) applies to the CUDA trainer only");
 }
 
 static double train_micro_step(GPT2* m, const int* inputs, const int* targets, int B, int T, double loss_scale) {
@@ -987,7 +985,7 @@ static void train_describe(GPT2*, const TrainOptions&, std::vector<std::pair<std
     rows->push_back({"threads", std::to_string(threads) + " (CPU)"});
 }
 
-static std::string train_progress_suffix(GPT2*) { return ""; }
+static std::string train_progress_suffix(GPT2*, double) { return ""; }
 static void train_sync(GPT2*) {}
 
 int main(int argc, char** argv) { return train_main<GPT2>(argc, argv); }

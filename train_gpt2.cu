@@ -10,7 +10,8 @@ It computes exactly the function of the CPU reference (reference_cpu.cpp), reads
 takes the same flags (gpt2_common.h); tests/test_gpu.cu holds the two against each other, gradient by gradient.
 
 The shape of the file follows llm.c's train_gpt2_fp32.cu: kernels with their launchers, each pair forward next to
-backward, then the model (parameters, activations, forward, backward, update), then the training loop. Matrix
+backward, then the model (parameters, activations, forward, backward, update), then the hooks through which the
+training loop both trainers share (train_main in gpt2_common.h) drives it. Matrix
 products go to cuBLAS (bf16 tensor cores, or float32 with TF32 only under -f 1; in bf16 the products that end in
 a bias or a GELU go to cuBLASLt with the bias and GELU fused in); attention is materialized or flash
 (attention.cuh); everything else is a short kernel of our own with a comment saying which thread owns which
@@ -717,7 +718,7 @@ static size_t point_activations(const GPT2Config& c, int B, int T, int recompute
     return total;
 }
 
-typedef struct {
+struct GPT2 {
     GPT2Config config;
     std::vector<TensorInfo> tensors;  // checkpoint order
     ParameterTensors params;  // into params_x
@@ -735,13 +736,13 @@ typedef struct {
     int B, T;                 // the shape of the last forward pass
     int *inputs, *targets;    // (B, T) on the device
     int* token_index;         // (3 B T + 1) on the device, see build_token_index
-    int recompute;            // -r 1: recompute u and fch_gelu in the backward pass (set before the first forward)
-    int attention;            // ATTENTION_MATERIALIZED or ATTENTION_FLASH (set before the first forward)
+    int recompute = 0;        // -r 1: recompute u and fch_gelu in the backward pass (set before the first forward)
+    int attention = DEFAULT_ATTENTION;  // ATTENTION_MATERIALIZED or ATTENTION_FLASH (set before the first forward)
     std::vector<int> host_inputs, host_index;
     std::vector<float> host_losses;
     float mean_loss;  // of the last forward pass with targets; -1 without
     int has_dlogits;  // the last forward pass left dlogits for gpt2_backward
-} GPT2;
+};
 
 // parameters, gradients and AdamW moments for model->config, zeroed
 static void gpt2_allocate_parameters(GPT2* model) {
@@ -764,8 +765,6 @@ static void gpt2_allocate_parameters(GPT2* model) {
     model->acts_bytes = 0;
     model->inputs = model->targets = model->token_index = nullptr;
     model->batch_size = model->seq_len = 0;
-    model->recompute = 0;
-    model->attention = DEFAULT_ATTENTION;
     model->mean_loss = -1;
     model->has_dlogits = 0;
     // the row kernels' and the bias reductions' partial sums (see cuda_common.cuh)
@@ -1178,15 +1177,18 @@ static double flops_per_token(const GPT2* m, int T) {
     return 6.0 * m->num_parameters + 6.0 * c.num_layers * c.channels * T;
 }
 
-// sqrt of the sum of squared gradients: per-block partial sums in double, added on the host in order
-static double gpt2_grad_norm(GPT2* m) {
-    sum_squares_kernel<<<NORM_BLOCKS, NORM_THREADS>>>(m->norm_partials, m->grads_memory, m->num_parameters);
+// the sum of squares of the num_parameters floats at p (parameters or gradients): per-block partial sums in
+// double, added on the host in order
+static double sum_of_squares(GPT2* m, const float* p) {
+    sum_squares_kernel<<<NORM_BLOCKS, NORM_THREADS>>>(m->norm_partials, p, m->num_parameters);
     launchCheck();
     std::vector<double> partial = download(m->norm_partials, NORM_BLOCKS);
     double total = 0;
     for (double s : partial) total += s;
-    return std::sqrt(total);
+    return total;
 }
+
+static double gpt2_grad_norm(GPT2* m) { return std::sqrt(sum_of_squares(m, m->grads_memory)); }
 
 typedef struct {
     float learning_rate, beta1, beta2, eps, weight_decay;
@@ -1223,247 +1225,92 @@ static void gpt2_free(GPT2* m) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// sampling: the logits of the last position come to the host; softmax over V there (no KV cache)
-
-// the V real logits at position t-1 of batch row 0 of the last forward pass
-static std::vector<float> last_logits(GPT2* m, int t) {
-    std::vector<floatX> row = download(m->acts.logits + (size_t)(t - 1) * m->config.padded_vocab_size,
-                                       (size_t)m->config.vocab_size);
-    return std::vector<float>(row.begin(), row.end());
-}
-
-static void generate(GPT2* m, const Tokenizer* tok, int start_token, int steps, uint64_t* rng) {
-    std::vector<int> tokens(steps + 1, start_token);
-    int V = m->config.vocab_size;
-    std::vector<double> probs(V);
-    for (int t = 1; t <= steps; t++) {
-        gpt2_forward(m, tokens.data(), nullptr, 1, t);
-        std::vector<float> logits = last_logits(m, t);
-        double maxv = logits[0], sum = 0;
-        for (int i = 1; i < V; i++) maxv = std::max(maxv, (double)logits[i]);
-        for (int i = 0; i < V; i++) sum += probs[i] = std::exp(logits[i] - maxv);
-        for (int i = 0; i < V; i++) probs[i] /= sum;
-        tokens[t] = sample_from(probs.data(), V, random_uniform(rng));
-        tokenizer_print(tok, tokens[t]);
-    }
-    printf("\n");
-    fflush(stdout);
-}
-
-// ----------------------------------------------------------------------------------------------------------------
-// the trainer: the CPU trainer's loop, flags, logs and files (see reference_cpu.cpp), plus -f for TF32
+// the trainer: the training loop is train_main in gpt2_common.h, shared with the CPU trainer (its flags, logs,
+// checkpoints and samples); these are its hooks, plus -f for TF32 and -r for recomputation
 
 #ifndef TRAIN_GPT2_NO_MAIN
 
-// mean loss over up to max_batches batches of the validation shards, from their start
-static double validation_loss(GPT2* model, DataLoader* val, int max_batches) {
-    long long tokens = 0;
-    for (long long n : val->num_tokens) tokens += n;
-    long long fit = tokens / ((long long)val->B * val->T);
-    int batches = fit < max_batches ? (int)fit : max_batches;
-    dataloader_reset(val);
-    double sum = 0;
-    for (int i = 0; i < batches; i++) {
-        dataloader_next_batch(val);
-        gpt2_forward(model, val->inputs.data(), val->targets.data(), val->B, val->T);
-        sum += model->mean_loss;
-    }
-    return sum / batches;
+static void train_backend_init(GPT2* m, const TrainOptions& o) {
+    gpu_init(o.tf32);
+    m->recompute = o.recompute;  // before gpt2_allocate_activations, which sizes for it
 }
 
-int main(int argc, char** argv) {
-    TrainOptions o = parse_options(argc, argv);
-    gpu_init(o.tf32);
-    int B = o.B, T = o.T;
-    DataLoader train, val;
-    dataloader_init(&train, o.train_pattern, B, T);
-    if (o.val_every > 0) dataloader_init(&val, o.val_pattern, B, T);
+static double train_micro_step(GPT2* m, const int* inputs, const int* targets, int B, int T, double loss_scale) {
+    gpt2_forward(m, inputs, targets, B, T, (float)loss_scale);  // leaves dlogits in place of the logits
+    if (std::isfinite(m->mean_loss)) gpt2_backward(m);
+    return m->mean_loss;
+}
 
-    // the model: resumed from -o, loaded from -e <file>, or new
-    GPT2 model;
-    char path[4096];
-    int resume_step = o.resume ? latest_checkpoint(o.out_dir) : -1;
-    if (o.resume && resume_step < 0) fail("-y 1: no complete checkpoint (DONE_<step>) in '%s'", o.out_dir);
-    if (resume_step >= 0 || (o.model && !is_shape_name(o.model))) {
-        if (resume_step >= 0) snprintf(path, sizeof(path), "%s/model_%08d.bin", o.out_dir, resume_step);
-        else snprintf(path, sizeof(path), "%s", o.model);
-        gpt2_build_from_checkpoint(&model, path);
-        check_loaded_config(model.config, o);
-    } else {
-        gpt2_init_random(&model, new_model_config(o, train.vocab_size), o.seed);
-    }
-    const GPT2Config& cfg = model.config;
-    if (T > cfg.max_seq_len) fail("-t %d exceeds the model's maximum sequence length %d", T, cfg.max_seq_len);
-    if (train.vocab_size > cfg.vocab_size || (o.val_every > 0 && val.vocab_size > cfg.vocab_size))
-        fail("the data's vocabulary (%d) is larger than the model's (%d)", train.vocab_size, cfg.vocab_size);
-    model.recompute = o.recompute;
-    gpt2_allocate_activations(&model, B, T);  // now, so that sampling's smaller shapes fit in them
+static double train_eval_loss(GPT2* m, const int* inputs, const int* targets, int B, int T) {
+    gpt2_forward(m, inputs, targets, B, T);
+    return m->mean_loss;
+}
 
-    Tokenizer tokenizer;
-    tokenizer.eot_token = 0;
-    if (o.sample_every > 0 || o.tokenizer || o.eval_answers > 0) {
-        std::string tok_path = o.tokenizer ? o.tokenizer : default_tokenizer(o.train_pattern);
-        if (tok_path.empty()) fprintf(stderr, "warning: no tokenizer next to the train shards; samples print token ids\n");
-        else tokenizer_load(&tokenizer, tok_path.c_str(), o.tokenizer != nullptr || o.eval_answers > 0);
-    }
-    if (!tokenizer.tokens.empty() && (int)tokenizer.tokens.size() < cfg.vocab_size)
-        fail("the tokenizer knows %zu tokens but the model has %d", tokenizer.tokens.size(), cfg.vocab_size);
-    AnswerSet answers;
-    if (o.eval_answers > 0) answers = load_answer_set(&val, &tokenizer, o.eval_answers);
-    auto greedy_next = [&](const int* tokens, int n) {  // the most likely next token (ties: the lowest id)
-        gpt2_forward(&model, tokens, nullptr, 1, n);
-        std::vector<float> logits = last_logits(&model, n);
-        int best = 0;
-        for (int i = 1; i < cfg.vocab_size; i++)
-            if (logits[i] > logits[best]) best = i;
-        return best;
-    };
+// the softmax of the V real logits at the last position, on the host in double
+static void train_next_token_probs(GPT2* m, const int* tokens, int n, std::vector<double>* probs) {
+    gpt2_forward(m, tokens, nullptr, 1, n);
+    int V = m->config.vocab_size;
+    std::vector<floatX> logits = download(m->acts.logits + (size_t)(n - 1) * m->config.padded_vocab_size, V);
+    double maxv = (double)(float)logits[0], sum = 0;
+    for (int i = 1; i < V; i++) maxv = std::max(maxv, (double)(float)logits[i]);
+    probs->resize(V);
+    for (int i = 0; i < V; i++) sum += (*probs)[i] = std::exp((double)(float)logits[i] - maxv);
+    for (int i = 0; i < V; i++) (*probs)[i] /= sum;
+}
 
-    int accum = o.total_batch / (B * T);
-    long long train_tokens = 0;
-    for (long long n : train.num_tokens) train_tokens += n;
-    int max_steps = o.max_steps;
-    if (max_steps == -1) max_steps = train_tokens / o.total_batch > 0 ? (int)(train_tokens / o.total_batch) : 1;
-    int start_step = 0;
-    uint64_t rng = o.seed ^ 0xD1B54A32D192ED03ull;  // for sampling
-    if (resume_step >= 0) {
-        snprintf(path, sizeof(path), "%s/state_%08d.bin", o.out_dir, resume_step);
-        std::vector<float> m_host(model.num_parameters), v_host(model.num_parameters);
-        TrainState st = state_read(path, model.num_parameters, &train, m_host.data(), v_host.data());
-        if (st.step != resume_step) fail("'%s' records step %d, not %d", path, st.step, resume_step);
-        cudaCheck(cudaMemcpy(model.m_memory, m_host.data(), m_host.size() * sizeof(float), cudaMemcpyHostToDevice));
-        cudaCheck(cudaMemcpy(model.v_memory, v_host.data(), v_host.size() * sizeof(float), cudaMemcpyHostToDevice));
-        start_step = st.step;
-        rng = st.rng;
-    }
-    FILE* logfile = nullptr;
-    if (o.out_dir) {
-        make_dirs(o.out_dir);
-        snprintf(path, sizeof(path), "%s/main.log", o.out_dir);
-        logfile = fopen_or_fail(path, resume_step >= 0 ? "a" : "w");
-    }
+static void train_update(GPT2* m, const TrainOptions& o, double lr, double grad_scale, int t) {
+    AdamWConfig opt = {(float)lr, 0.9f, 0.95f, 1e-8f, (float)o.weight_decay};
+    gpt2_update(m, opt, (float)grad_scale, t);
+}
+
+// the float32 master weights are all finite exactly when their sum of squares in double is (no float squared
+// overflows a double)
+static bool train_params_finite(GPT2* m) { return std::isfinite(sum_of_squares(m, m->params_memory)); }
+
+static void train_save(GPT2* m, const char* model_path, const char* state_path, const TrainState& st) {
+    size_t n = m->num_parameters;
+    checkpoint_write(model_path, m->config, download(m->params_memory, n).data());  // the master weights
+    state_write(state_path, st, download(m->m_memory, n).data(), download(m->v_memory, n).data());
+}
+
+static TrainState train_load_state(GPT2* m, const char* path, DataLoader* loader) {
+    size_t n = m->num_parameters;
+    std::vector<float> m_host(n), v_host(n);
+    TrainState st = state_read(path, n, loader, m_host.data(), v_host.data());
+    cudaCheck(cudaMemcpy(m->m_memory, m_host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(m->v_memory, v_host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    return st;
+}
+
+static void train_describe(GPT2* m, const TrainOptions& o, std::vector<std::pair<std::string, std::string>>* rows) {
     char line[256];
-    auto row = [](const char* key, const char* value) { printf("| %-21s | %-50s |\n", key, value); };
-    printf("+-----------------------+----------------------------------------------------+\n");
-    row("layout", NORM_NAMES[cfg.norm]);
-    if (cfg.ablations)
-        row("ablations", cfg.ablations == 3   ? "no depth scale (c_l = 1), no LN_in"
-                         : cfg.ablations == 1 ? "no depth scale (c_l = 1)"
-                                              : "no LN_in");
-    snprintf(line, sizeof(line), "L=%d C=%d NH=%d maxT=%d V=%d Vp=%d", cfg.num_layers, cfg.channels, cfg.num_heads,
-             cfg.max_seq_len, cfg.vocab_size, cfg.padded_vocab_size);
-    row("model", line);
-    snprintf(line, sizeof(line), "%zu", model.num_parameters);
-    row("parameters", line);
-    snprintf(line, sizeof(line), "B=%d T=%d, %d micro-step(s), %d tokens per step", B, T, accum, o.total_batch);
-    row("batch", line);
-    row("train data", o.train_pattern);
-    snprintf(line, sizeof(line), "%lld tokens", train_tokens);
-    row("train tokens", line);
-    snprintf(line, sizeof(line), "%d to %d", start_step, max_steps);
-    row("steps", line);
     snprintf(line, sizeof(line), "%s (%d SMs)", gpu.name, gpu.sms);
-    row("device", line);
-    if (!FLOATX_IS_FLOAT) row("precision", "bf16 activations and products, float32 master weights and AdamW");
-    else row("precision", o.tf32 ? "float32, TF32 tensor-core matmuls (-f 1)" : "float32");
-    row("attention", ATTENTION_NAMES[model.attention]);
+    rows->push_back({"device", line});
+    rows->push_back({"precision", !FLOATX_IS_FLOAT ? "bf16 mixed (float32 master weights and AdamW)"
+                                  : o.tf32        ? "float32, TF32 tensor-core matmuls (-f 1)"
+                                                  : "float32"});
+    rows->push_back({"attention", ATTENTION_NAMES[m->attention]});
     if (gpu.peak_flops > 0) {
         snprintf(line, sizeof(line), "%.1f TFLOP/s (datasheet, dense); %.3g GFLOP a token", gpu.peak_flops / 1e12,
-                 flops_per_token(&model, T) / 1e9);
-        row("MFU against", line);
+                 flops_per_token(m, m->seq_len) / 1e9);
+        rows->push_back({"MFU against", line});
     }
     snprintf(line, sizeof(line), "%.0f MiB parameters+grads+AdamW, %.0f MiB activations%s",
-             (double)model.num_parameters * parameter_bytes() / 1048576.0, model.acts_bytes / 1048576.0,
-             o.recompute ? " (-r 1)" : "");
-    row("memory", line);
-    printf("+-----------------------+----------------------------------------------------+\n");
-    fflush(stdout);
-
-    AdamWConfig opt = {(float)o.lr, 0.9f, 0.95f, 1e-8f, (float)o.weight_decay};
-    int gen = o.gen_tokens < T ? o.gen_tokens : T;
-    for (int step = start_step; step <= max_steps; step++) {
-        int last = step == max_steps;
-        if (o.val_every > 0 && (step % o.val_every == 0 || last)) {
-            double val_loss = validation_loss(&model, &val, o.val_steps);
-            if (!std::isfinite(val_loss))
-                fail("the validation loss is %f at step %d: training diverged; no checkpoint was written", val_loss,
-                     step);
-            printf("val loss %.6f\n", val_loss);
-            if (logfile) fprintf(logfile, "s:%d tel:%.6f\n", step, val_loss);
-            if (o.eval_answers > 0) {
-                double acc = answer_accuracy(answers, tokenizer.eot_token, T, greedy_next);
-                printf("answer accuracy %.4f (%zu problems)\n", acc, answers.questions.size());
-                if (logfile) fprintf(logfile, "s:%d acc:%.6f\n", step, acc);
-            }
-        }
-        if (o.sample_every > 0 && ((step > start_step && step % o.sample_every == 0) || last)) {
-            printf("generating:\n---\n");
-            generate(&model, &tokenizer, tokenizer.eot_token, gen, &rng);
-            printf("---\n");
-        }
-        // A checkpoint holds a state whose loss was just seen to be finite: at the last step after the validation
-        // above, otherwise after this step's forward and backward passes but before its update (as the CPU trainer).
-        auto save_checkpoint = [&](int shard, long long position) {
-            std::vector<float> params = download(model.params_memory, model.num_parameters);  // the master weights
-            for (size_t i = 0; i < model.num_parameters; i++)
-                if (!std::isfinite(params[i]))
-                    fail("a parameter is not finite at step %d: training diverged; no checkpoint was written", step);
-            snprintf(path, sizeof(path), "%s/model_%08d.bin", o.out_dir, step);
-            checkpoint_write(path, cfg, params.data());
-            snprintf(path, sizeof(path), "%s/state_%08d.bin", o.out_dir, step);
-            TrainState st = {step, B, T, shard, position, rng, model.num_parameters};
-            state_write(path, st, download(model.m_memory, model.num_parameters).data(),
-                        download(model.v_memory, model.num_parameters).data());
-            snprintf(path, sizeof(path), "%s/DONE_%08d", o.out_dir, step);
-            fclose(fopen_or_fail(path, "w"));
-            printf("checkpoint saved: %s/model_%08d.bin\n", o.out_dir, step);
-        };
-        if (last) {
-            if (o.out_dir && step > start_step) save_checkpoint(train.shard, train.position);
-            break;
-        }
-
-        double t0 = now_seconds();
-        int shard0 = train.shard;  // where this step's batches start, for its checkpoint
-        long long position0 = train.position;
-        gpt2_zero_grad(&model);
-        double loss = 0;
-        for (int micro = 0; micro < accum; micro++) {
-            if (!o.overfit || (step == start_step && micro == 0)) dataloader_next_batch(&train);
-            gpt2_forward(&model, train.inputs.data(), train.targets.data(), B, T, 1.0f / accum);
-            if (!std::isfinite(model.mean_loss))
-                fail("the loss is %f at step %d: training diverged (try a lower -l); no checkpoint was written",
-                     (double)model.mean_loss, step);
-            gpt2_backward(&model);
-            loss += model.mean_loss / accum;
-        }
-        if (o.out_dir && o.checkpoint_every > 0 && step > start_step && step % o.checkpoint_every == 0)
-            save_checkpoint(shard0, position0);
-        double norm = gpt2_grad_norm(&model);
-        if (!std::isfinite(norm))
-            fail("the gradient norm is %f at step %d: training diverged (try a lower -l); no checkpoint was written",
-                 norm, step);
-        float grad_scale = o.grad_clip > 0 && norm > o.grad_clip ? (float)(o.grad_clip / norm) : 1.0f;
-        opt.learning_rate = (float)learning_rate_at(step, max_steps, o.lr, o.warmup, o.final_frac);
-        gpt2_update(&model, opt, grad_scale, step + 1);
-        cudaCheck(cudaDeviceSynchronize());
-        double ms = (now_seconds() - t0) * 1000;
-        double tokens_per_s = o.total_batch / (ms / 1000);
-        char mfu[32] = "-";
-        if (gpu.peak_flops > 0)
-            snprintf(mfu, sizeof(mfu), "%.1f%%", 100 * tokens_per_s * flops_per_token(&model, T) / gpu.peak_flops);
-        printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | MFU %s | %.0f MiB GPU\n",
-               step + 1, max_steps, loss, norm, (double)opt.learning_rate, ms, tokens_per_s, mfu,
-               gpu_memory_used_mib());
-        fflush(stdout);
-        if (logfile) {
-            fprintf(logfile, "s:%d trl:%.6f norm:%.4f lr:%.3e ms:%.1f\n", step, loss, norm,
-                    (double)opt.learning_rate, ms);
-            fflush(logfile);
-        }
-    }
-    if (logfile) fclose(logfile);
-    gpt2_free(&model);
-    return 0;
+             (double)m->num_parameters * parameter_bytes() / 1048576.0, m->acts_bytes / 1048576.0,
+             m->recompute ? " (-r 1)" : "");
+    rows->push_back({"memory", line});
 }
+
+// " | MFU x% | y MiB GPU" after the CPU trainer's progress line
+static std::string train_progress_suffix(GPT2* m, double tokens_per_s) {
+    char mfu[32] = "-", line[96];
+    if (gpu.peak_flops > 0)
+        snprintf(mfu, sizeof(mfu), "%.1f%%", 100 * tokens_per_s * flops_per_token(m, m->seq_len) / gpu.peak_flops);
+    snprintf(line, sizeof(line), " | MFU %s | %.0f MiB GPU", mfu, gpu_memory_used_mib());
+    return line;
+}
+
+static void train_sync(GPT2*) { cudaCheck(cudaDeviceSynchronize()); }
+
+int main(int argc, char** argv) { return train_main<GPT2>(argc, argv); }
 #endif  // TRAIN_GPT2_NO_MAIN

@@ -124,6 +124,7 @@ mkdir -p "$TMP/emptydir"
 expect_error "-y 1 with no checkpoint" "no complete checkpoint" $BIN "${DATA[@]}" "${TINY[@]}" -y 1 -o "$TMP/emptydir"
 expect_error "-y 2" "take 0 or 1" $BIN "${DATA[@]}" -y 2
 expect_error "-f on the CPU" "CUDA trainer only" $BIN "${DATA[@]}" -f 1
+expect_error "-r on the CPU" "CUDA trainer only" $BIN "${DATA[@]}" -r 1
 
 # ---- resume: bit-exact, with gradient accumulation (-d = 2 micro-batches)
 RUN=(-i $KJV_TRAIN -j $KJV_VAL --layers 2 --channels 32 --heads 2 -b 2 -t 16 -d 64 -x 6 -l 1e-3 -u 2 -q 0.1 -v 0 -s 0)
