@@ -224,6 +224,21 @@ static void validate_config(const GPT2Config& c) {
     if (c.ablations && c.norm != NORM_SIAMESE) fail("the ablations apply to the siamese layout only");
 }
 
+// the checks both trainers' forward passes make of a batch (B, T) before running it: its shape against the model
+// and against the activations allocated for (max_B, max_T), and every token id against the vocabulary
+static void check_batch(const GPT2Config& c, const int* inputs, const int* targets, int B, int T, int max_B,
+                        int max_T) {
+    if (B < 1 || T < 1) fail("batch shape must be positive (B=%d, T=%d)", B, T);
+    if (T > c.max_seq_len) fail("sequence length %d exceeds the model's maximum %d", T, c.max_seq_len);
+    if (B > max_B || T > max_T) fail("batch (B=%d, T=%d) exceeds the allocated (B=%d, T=%d)", B, T, max_B, max_T);
+    for (int i = 0; i < B * T; i++) {
+        if (inputs[i] < 0 || inputs[i] >= c.vocab_size)
+            fail("token id %d out of range (vocabulary %d)", inputs[i], c.vocab_size);
+        if (targets && (targets[i] < 0 || targets[i] >= c.vocab_size))
+            fail("target id %d out of range (vocabulary %d)", targets[i], c.vocab_size);
+    }
+}
+
 // Small deterministic random numbers: splitmix64, uniform in [0, 1), Box-Muller for normals.
 static uint64_t splitmix64(uint64_t* state) {
     uint64_t z = (*state += 0x9E3779B97F4A7C15ull);

@@ -807,17 +807,9 @@ static void gpt2_allocate_activations(GPT2* m, int B, int T) {
 // Runs the model on inputs (B, T); with targets, also the loss. Any B <= and T <= the first call's shape works.
 static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) {
     const GPT2Config& c = m->config;
-    if (B < 1 || T < 1) fail("batch shape must be positive (B=%d, T=%d)", B, T);
-    if (T > c.max_seq_len) fail("sequence length %d exceeds the model's maximum %d", T, c.max_seq_len);
-    if (!m->acts_memory) gpt2_allocate_activations(m, B, T);
-    if (B > m->batch_size || T > m->seq_len)
-        fail("batch (B=%d, T=%d) exceeds the allocated (B=%d, T=%d)", B, T, m->batch_size, m->seq_len);
-    for (int i = 0; i < B * T; i++) {
-        if (inputs[i] < 0 || inputs[i] >= c.vocab_size)
-            fail("token id %d out of range (vocabulary %d)", inputs[i], c.vocab_size);
-        if (targets && (targets[i] < 0 || targets[i] >= c.vocab_size))
-            fail("target id %d out of range (vocabulary %d)", targets[i], c.vocab_size);
-    }
+    int first = !m->acts_memory;  // the first call sizes the activations
+    check_batch(c, inputs, targets, B, T, first ? B : m->batch_size, first ? T : m->seq_len);
+    if (first) gpt2_allocate_activations(m, B, T);
     m->B = B;
     m->T = T;
     int C = c.channels, N = B * T, L = c.num_layers;

@@ -51,17 +51,7 @@ def parse_args(argv=None):
     p.add_argument("--digits", type=int, help="max digits per operand (CPU default %d, GPU %d)"
                    % (CPU["digits"], GPU["digits"]))
     p.add_argument("--lr", type=float)
-    p.add_argument("--layers", type=int)
-    p.add_argument("--channels", type=int)
-    p.add_argument("--heads", type=int)
-    p.add_argument("-B", type=int)
-    p.add_argument("-T", type=int)
-    p.add_argument("--total", type=int)
-    p.add_argument("--warmup", type=int)
-    p.add_argument("--val-every", type=int)
-    p.add_argument("--val-batches", type=int)
     p.add_argument("--answers", type=int, help="val problems scored (--eval-answers, default 500)")
-    p.add_argument("--extra", default="", help="more trainer flags, passed as they are")
     args = p.parse_args(argv)
     preset = GPU if args.gpu else CPU
     for key in ("digits", "layers", "channels", "heads", "B", "T", "total", "steps", "warmup", "lr", "val_every",

@@ -307,6 +307,16 @@ def common_arguments(p, results_default):
     p.add_argument("--steps", type=int, help="training steps (-x)")
     p.add_argument("--train", help="train shard(s) (-i)")
     p.add_argument("--val", help="val shard (-j)")
+    p.add_argument("--layers", type=int, help="model depth (--layers)")
+    p.add_argument("--channels", type=int, help="model width (--channels)")
+    p.add_argument("--heads", type=int, help="attention heads (--heads)")
+    p.add_argument("-B", type=int, help="micro-batch (-b)")
+    p.add_argument("-T", type=int, help="sequence length (-t)")
+    p.add_argument("--total", type=int, help="tokens per step (-d; 0: B*T)")
+    p.add_argument("--warmup", type=int, help="warmup steps (-u)")
+    p.add_argument("--val-every", type=int, help="validation every this many steps (-v)")
+    p.add_argument("--val-batches", type=int, help="validation batches (-m)")
+    p.add_argument("--extra", default="", help="more trainer flags, passed as they are (e.g. '-f 1' on the GPU)")
 
 
 def trainer(args):

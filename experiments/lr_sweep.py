@@ -64,18 +64,8 @@ def parse_args(argv=None):
     common.common_arguments(p, "docs/results/lr_sweep")
     p.add_argument("--lrs", help="peak learning rates (CPU default %s; GPU %s)" % (CPU["lrs"], GPU["lrs"]))
     p.add_argument("--variants", default=",".join(common.VARIANTS), help="default: %(default)s")
-    p.add_argument("--layers", type=int)
-    p.add_argument("--channels", type=int)
-    p.add_argument("--heads", type=int)
-    p.add_argument("-B", type=int, help="micro-batch (-b)")
-    p.add_argument("-T", type=int, help="sequence length (-t)")
-    p.add_argument("--total", type=int, help="tokens per step (-d; 0: B*T)")
-    p.add_argument("--warmup", type=int)
-    p.add_argument("--val-every", type=int)
-    p.add_argument("--val-batches", type=int)
     p.add_argument("--spike", type=float, default=1.0,
                    help="train-loss rise over its running minimum (nats) counted as a spike (default 1.0)")
-    p.add_argument("--extra", default="", help="more trainer flags, passed as they are (e.g. '-f 1' on the GPU)")
     args = p.parse_args(argv)
     preset = GPU if args.gpu else CPU
     for key in ("train", "val", "layers", "channels", "heads", "B", "T", "total", "steps", "warmup", "val_every",
