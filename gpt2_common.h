@@ -96,6 +96,20 @@ typedef struct {
 
 static int pad_vocab(int V) { return (V + 127) / 128 * 128; }
 
+// a model shape, the padded vocabulary derived from V
+static GPT2Config make_config(int L, int C, int NH, int maxT, int V, int norm, int ablations = 0) {
+    GPT2Config c;
+    c.max_seq_len = maxT;
+    c.vocab_size = V;
+    c.padded_vocab_size = pad_vocab(V);
+    c.num_layers = L;
+    c.num_heads = NH;
+    c.channels = C;
+    c.norm = norm;
+    c.ablations = ablations;
+    return c;
+}
+
 // The three LayerNorm slots of a sub-layer boundary and of the head. Pre and post use only LN_X (the norm on the
 // single stream x: LN1/LN2 and LN_f); siamese uses all three: LN_x, LN_y and LN_in (LN_xf, LN_yf, LN_f at the head).
 enum { LN_X = 0, LN_Y = 1, LN_IN = 2, LN_SLOTS = 3 };
@@ -675,7 +689,7 @@ static void print_usage(const char* program) {
             "                      'question=answer' lines of the validation shard (the addition task; default 0)\n"
             "  -f 0|1      CUDA trainer only: TF32 tensor cores for the float32 matrix products (default 0)\n"
             "  -r 0|1      CUDA trainer only: recompute the GELU and LayerNorm outputs in the backward pass instead\n"
-            "              of keeping them, for less memory (default 0; the CPU trainer keeps them and ignores -r)\n"
+            "              of keeping them, for less memory (default 0; the CPU trainer rejects -r 1)\n"
             "  threads (CPU): OMP_NUM_THREADS\n",
             program);
 }
@@ -837,16 +851,10 @@ static void requested_shape(const TrainOptions& o, int* L, int* C, int* NH) {
 // The configuration of a new model from the flags (default shape 4 layers, 128 channels, 4 heads, maxT 1024);
 // data_vocab comes from the shard headers.
 static GPT2Config new_model_config(const TrainOptions& o, int data_vocab) {
-    GPT2Config c;
-    requested_shape(o, &c.num_layers, &c.channels, &c.num_heads);
-    if (!c.num_layers) c.num_layers = 4;
-    if (!c.channels) c.channels = 128;
-    if (!c.num_heads) c.num_heads = 4;
-    c.max_seq_len = o.max_seq_len ? o.max_seq_len : 1024;
-    c.vocab_size = o.vocab ? o.vocab : data_vocab;
-    c.padded_vocab_size = pad_vocab(c.vocab_size);
-    c.norm = o.norm == -1 ? NORM_PRE : o.norm;
-    c.ablations = o.ablations;
+    int L, C, NH;
+    requested_shape(o, &L, &C, &NH);
+    GPT2Config c = make_config(L ? L : 4, C ? C : 128, NH ? NH : 4, o.max_seq_len ? o.max_seq_len : 1024,
+                               o.vocab ? o.vocab : data_vocab, o.norm == -1 ? NORM_PRE : o.norm, o.ablations);
     validate_config(c);
     return c;
 }

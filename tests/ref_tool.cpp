@@ -45,18 +45,11 @@ int main(int argc, char** argv) {
         return 2;
     }
     std::string dir = argv[1];
-    GPT2Config c;
-    c.max_seq_len = TOOL_MAXT;
-    c.vocab_size = TOOL_V;
-    c.padded_vocab_size = pad_vocab(TOOL_V);
-    c.num_layers = TOOL_L;
-    c.num_heads = TOOL_NH;
-    c.channels = TOOL_C;
-    c.norm = parse_layout(argv[2]);
     char* end = nullptr;
     long abl = strtol(argv[3], &end, 10);
     if (end == argv[3] || *end != 0 || abl < 0 || abl > 3) fail("ABLATIONS must be 0..3, not '%s'", argv[3]);
-    c.ablations = (int)abl;  // validate_config (in gpt2_init_random) rejects ablations outside siamese
+    // validate_config (in gpt2_init_random) rejects ablations outside siamese
+    GPT2Config c = make_config(TOOL_L, TOOL_C, TOOL_NH, TOOL_MAXT, TOOL_V, parse_layout(argv[2]), (int)abl);
 
     GPT2 model;
     gpt2_init_random(&model, c, 1337);

@@ -74,15 +74,7 @@ static Problem make_problem(const char* label, int norm, int ablations, int L, i
                             int T, uint64_t seed = 42) {
     Problem p;
     p.label = label;
-    GPT2Config& c = p.config;
-    c.max_seq_len = maxT;
-    c.vocab_size = V;
-    c.padded_vocab_size = pad_vocab(V);
-    c.num_layers = L;
-    c.channels = C;
-    c.num_heads = NH;
-    c.norm = norm;
-    c.ablations = ablations;
+    p.config = make_config(L, C, NH, maxT, V, norm, ablations);
     p.B = B;
     p.T = T;
     uint64_t rng = seed;

@@ -28,21 +28,13 @@ struct Problem {
 // a tiny model; parameters are moved off their initial values (gains 1, biases 0) so that no term vanishes
 static Problem make_problem(int norm, int ablations, int C = 32, int NH = 4, int L = 3, int B = 2, int T = 8) {
     Problem p;
-    GPT2Config& c = p.config;
-    c.max_seq_len = T;
-    c.vocab_size = 60;
-    c.padded_vocab_size = pad_vocab(60);
-    c.num_layers = L;
-    c.channels = C;
-    c.num_heads = NH;
-    c.norm = norm;
-    c.ablations = ablations;
+    p.config = make_config(L, C, NH, T, 60, norm, ablations);
     p.B = B;
     p.T = T;
     uint64_t rng = 42;
     for (int i = 0; i < B * T; i++) {
-        p.inputs.push_back((int)(random_uniform(&rng) * c.vocab_size));
-        p.targets.push_back((int)(random_uniform(&rng) * c.vocab_size));
+        p.inputs.push_back((int)(random_uniform(&rng) * p.config.vocab_size));
+        p.targets.push_back((int)(random_uniform(&rng) * p.config.vocab_size));
     }
     return p;
 }

@@ -7,16 +7,7 @@
 #include "../reference_cpu.cpp"
 
 static GPT2Config tiny_config(int norm, int ablations = 0, int V = 60) {
-    GPT2Config c;
-    c.max_seq_len = 16;
-    c.vocab_size = V;
-    c.padded_vocab_size = pad_vocab(V);
-    c.num_layers = 3;
-    c.channels = 32;
-    c.num_heads = 4;
-    c.norm = norm;
-    c.ablations = ablations;
-    return c;
+    return make_config(3, 32, 4, 16, V, norm, ablations);
 }
 
 static std::vector<int> random_tokens(int n, int V, uint64_t seed) {

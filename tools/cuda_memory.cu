@@ -43,7 +43,7 @@ int main() {
     printf("---|\n");
     for (auto& s : shapes) {
         for (int norm = 0; norm < 3; norm++) {
-            GPT2Config c = {T, GPT2_VOCAB, pad_vocab(GPT2_VOCAB), s.L, s.NH, s.C, norm, 0};
+            GPT2Config c = make_config(s.L, s.C, s.NH, T, GPT2_VOCAB, norm);
             printf("| %s | %s | %.0fM | %.1f |", s.name, NORM_NAMES[norm], count_parameters(c) / 1e6,
                    gib((double)count_parameters(c) * parameter_bytes()));
             for (int B : batches)
@@ -56,7 +56,7 @@ int main() {
     }
     printf("\nper token at T = 1024 over all layers (activation bytes / (B * T)), d12:\n");
     for (int norm = 0; norm < 3; norm++) {
-        GPT2Config c = {T, GPT2_VOCAB, pad_vocab(GPT2_VOCAB), 12, 12, 768, norm, 0};
+        GPT2Config c = make_config(12, 768, 12, T, GPT2_VOCAB, norm);
         ActivationTensors a;
         for (int variant = 0; variant < 3; variant++) {
             int r = variant > 0, att = variant == 2 ? ATTENTION_FLASH : ATTENTION_MATERIALIZED;
