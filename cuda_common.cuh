@@ -181,18 +181,23 @@ static double gpu_memory_used_mib(void) {
 
 static const unsigned FULL_MASK = 0xffffffffu;
 
-__device__ inline float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+struct SumOp {
+    template <typename T>
+    __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct MaxOp {
+    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+// every lane of the warp gets op over the 32 lanes' values (a butterfly: the same order, so the same bits, in all)
+template <typename T, typename Op>
+__device__ inline T warp_reduce(T v, Op op) {
+    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(FULL_MASK, v, o));
     return v;
 }
-__device__ inline double warp_sum(double v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
-    return v;
-}
-__device__ inline float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
-    return v;
-}
+template <typename T>
+__device__ inline T warp_sum(T v) { return warp_reduce(v, SumOp()); }
+__device__ inline float warp_max(float v) { return warp_reduce(v, MaxOp()); }
 
 // Sums K values over the whole block; every thread must call it (blockDim.x a multiple of 32, at most 1024).
 template <int K>
@@ -211,29 +216,22 @@ __device__ void block_sum(float (&v)[K]) {
     }
 }
 
-__device__ inline float block_max(float v) {
-    __shared__ float shared[32];
+// One value reduced by op over the whole block: op of `identity` and the warps' results in warp order. Every thread
+// must call it and gets the result.
+template <typename T, typename Op>
+__device__ T block_reduce(T v, Op op, T identity) {
+    __shared__ T shared[32];
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-    v = warp_max(v);
-    __syncthreads();
+    v = warp_reduce(v, op);
+    __syncthreads();  // the previous call's readers are done with `shared`
     if (lane == 0) shared[warp] = v;
     __syncthreads();
-    float m = -INFINITY;
-    for (int w = 0; w < warps; w++) m = fmaxf(m, shared[w]);
-    return m;
+    T r = identity;
+    for (int w = 0; w < warps; w++) r = op(r, shared[w]);
+    return r;
 }
-
-__device__ inline double block_sum_double(double v) {
-    __shared__ double shared[32];
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-    v = warp_sum(v);
-    __syncthreads();
-    if (lane == 0) shared[warp] = v;
-    __syncthreads();
-    double s = 0;
-    for (int w = 0; w < warps; w++) s += shared[w];
-    return s;
-}
+__device__ inline float block_max(float v) { return block_reduce(v, MaxOp(), -INFINITY); }
+__device__ inline double block_sum_double(double v) { return block_reduce(v, SumOp(), 0.0); }
 
 // ----------------------------------------------------------------------------------------------------------------
 // Row building blocks. A "row kernel" gives each row of C channels to one block; thread t owns VALS channels (the

@@ -893,6 +893,21 @@ static void boundary_backward_post(GPT2* m, int b) {
                        ln_rstd(m, b, LN_X), m->B * m->T, c.channels, 0);
 }
 
+// The three LayerNorms of siamese boundary b (LN_x, LN_y, LN_in; at the head LN_xf, LN_yf, LN_f) into the arguments
+// of a siamese.cuh kernel (SiameseBoundary or SiameseBoundaryGrad): statistics, gains and shifts, and whether LN_in
+// applies (not under --no-ln-in; the head always applies LN_f)
+template <typename Args>
+static void point_boundary_norms(GPT2* m, int b, Args* a) {
+    const GPT2Config& c = m->config;
+    for (int j = 0; j < LN_SLOTS; j++) {
+        a->mean[j] = ln_mean(m, b, j);
+        a->rstd[j] = ln_rstd(m, b, j);
+        a->w[j] = ln_w(&m->params, c, b, j);
+        a->b[j] = ln_b(&m->params, c, b, j);
+    }
+    a->use_ln_in = b == 2 * c.num_layers || !(c.ablations & ABLATE_NO_LN_IN);
+}
+
 // SiameseNorm (siamese.cuh):  x_b = xh_{b-1} + z / c;  y_b = y_{b-1} + z;  u_b = LN_in(LN_x(x_b) + LN_y(y_b))
 static void boundary_forward_siamese(GPT2* m, int b) {
     const GPT2Config& c = m->config;
@@ -912,32 +927,19 @@ static void boundary_forward_siamese(GPT2* m, int b) {
     }
     a.x = stream_x(m, b);
     a.u = boundary_u(m, b);
-    for (int j = 0; j < LN_SLOTS; j++) {
-        a.mean[j] = ln_mean(m, b, j);
-        a.rstd[j] = ln_rstd(m, b, j);
-        a.w[j] = ln_w(p, c, b, j);
-        a.b[j] = ln_b(p, c, b, j);
-    }
-    a.use_ln_in = b == 2 * c.num_layers || !(c.ablations & ABLATE_NO_LN_IN);
+    point_boundary_norms(m, b, &a);
     siamese_boundary_forward(a, m->B * m->T, c.channels);
 }
 
 static void boundary_backward_siamese(GPT2* m, int b) {
     const GPT2Config& c = m->config;
-    ParameterTensors* p = &m->params;
     GradTensors* g = &m->grads;
     int head = b == 2 * c.num_layers;
     SiameseBoundaryGrad a;
     memset(&a, 0, sizeof(a));
     a.x = stream_x(m, b);
     a.y = stream_y(m, b);
-    for (int j = 0; j < LN_SLOTS; j++) {
-        a.mean[j] = ln_mean(m, b, j);
-        a.rstd[j] = ln_rstd(m, b, j);
-        a.w[j] = ln_w(p, c, b, j);
-        a.b[j] = ln_b(p, c, b, j);
-    }
-    a.use_ln_in = head || !(c.ablations & ABLATE_NO_LN_IN);
+    point_boundary_norms(m, b, &a);
     a.du = m->acts.du;
     a.dx_next = head ? nullptr : m->acts.dx;
     a.dy_next = head ? nullptr : m->acts.dy;
@@ -964,13 +966,7 @@ static void boundary_recompute_u(GPT2* m, int s) {
         memset(&a, 0, sizeof(a));
         a.x = stream_x(m, s);
         a.y = stream_y(m, s);
-        for (int j = 0; j < LN_SLOTS; j++) {
-            a.mean[j] = ln_mean(m, s, j);
-            a.rstd[j] = ln_rstd(m, s, j);
-            a.w[j] = ln_w(p, c, s, j);
-            a.b[j] = ln_b(p, c, s, j);
-        }
-        a.use_ln_in = !(c.ablations & ABLATE_NO_LN_IN);
+        point_boundary_norms(m, s, &a);
         siamese_u_recompute(a, boundary_u(m, s), N, C);
     }
 }
