@@ -32,7 +32,7 @@ endif
 HAVE_NVCC := $(shell command -v $(NVCC) 2> /dev/null)
 
 CPU_BINS  = reference_cpu tests/test_gradients tests/test_reference tests/ref_tool
-GPU_BINS  = $(if $(HAVE_NVCC),train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16,)
+GPU_BINS  = $(if $(HAVE_NVCC),train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16 tools/profile_gpu,)
 
 .PHONY: all data train test clean deps bench-cpu bench-gpu FORCE
 all: $(CPU_BINS) $(GPU_BINS)
@@ -80,6 +80,10 @@ tests/test_gpu: tests/test_gpu.cu $(CUDA_SRCS) reference_cpu.cpp
 tests/test_gpu_bf16: tests/test_gpu.cu $(CUDA_SRCS) reference_cpu.cpp
 	$(NVCC) $(TEST_GPU_FLAGS) -DENABLE_BF16 -o $@ $< $(NVLIBS) -lgomp
 
+# where a step's GPU time goes, part by part and layout by layout (in train_gpt2cu's precision and attention)
+tools/profile_gpu: tools/profile_gpu.cu $(CUDA_SRCS) .precision
+	$(NVCC) $(NVFLAGS) $(PRECISION_FLAG) -o $@ $< $(NVLIBS)
+
 data/kjv/kjv_train.bin:
 	$(PYTHON) data/prepare.py kjv
 
@@ -102,11 +106,11 @@ bench-cpu: reference_cpu
 	bash tests/bench_cpu.sh
 
 # GPU speed for d12..d48 and each layout, one table (tests/bench_gpu.sh; needs a GPU, about 4 minutes on an H200)
-bench-gpu: train_gpt2cu
+bench-gpu: train_gpt2cu tools/profile_gpu
 	bash tests/bench_gpu.sh
 
 clean:
-	rm -f $(CPU_BINS) train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16 .precision experiments/depth_probe
+	rm -f $(CPU_BINS) train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16 tools/profile_gpu .precision experiments/depth_probe
 
 # experiments/ (docs/experiments.md): the depth probe includes the reference as a library. Not part of `all`, so
 # `make test` does not depend on it; experiments/smoke_test.sh builds it when missing.

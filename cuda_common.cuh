@@ -6,6 +6,7 @@ cuda_common.cuh: what every kernel file of the CUDA trainer shares.
   - failures: every CUDA and cuBLAS call checked with file and line, one line on stderr and exit 1
   - the device context: the cuBLAS (and cuBLASLt) handles, the compute mode, the peak FLOP/s for the MFU, the
     scratch for partial sums
+  - profile_part: the marks that tools/profile_gpu.cu times a step's parts by
   - warp and block reductions
   - the row building blocks: a LayerNorm over one row of C channels held in the registers of one block (moved
     16 bytes at a time), forward and backward. Pre-Norm, Post-Norm (train_gpt2.cu) and SiameseNorm (siamese.cuh) are all built from these.
@@ -17,6 +18,7 @@ Reductions never use atomics: a run repeats bit for bit on the same GPU.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
+#include <vector>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include "gpt2_common.h"
@@ -173,6 +175,38 @@ static double gpu_memory_used_mib(void) {
     size_t free_bytes = 0, total_bytes = 0;
     cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
     return (total_bytes - free_bytes) / 1048576.0;
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Where a step's time goes (tools/profile_gpu.cu; llm.c marks its code with NVTX ranges for the same purpose).
+// profile_part("mlp") says that the GPU work launched from here until the next profile_part() call belongs to the
+// part "mlp" (a string literal). Off, it tests one flag. On, it records a CUDA event; all work runs in order on one
+// stream, so the time between two consecutive events is the GPU time of the work launched between them, including
+// any time the GPU waits for the host.
+
+struct ProfileMark {
+    const char* part;    // the part the work after the event belongs to
+    int phase;           // profile.phase when the mark was made (the profiler's own label, e.g. forward)
+    cudaEvent_t event;
+};
+static struct {
+    bool on;
+    int phase;
+    std::vector<ProfileMark> marks;   // in launch order
+    std::vector<cudaEvent_t> spare;   // events whose marks have been read, for reuse
+} profile;
+
+static void profile_part(const char* part) {
+    if (!profile.on) return;
+    cudaEvent_t event;
+    if (profile.spare.empty()) {
+        cudaCheck(cudaEventCreate(&event));
+    } else {
+        event = profile.spare.back();
+        profile.spare.pop_back();
+    }
+    cudaCheck(cudaEventRecord(event));
+    profile.marks.push_back({part, profile.phase, event});
 }
 
 // ----------------------------------------------------------------------------------------------------------------

@@ -978,6 +978,7 @@ static const floatX* backward_input(GPT2* m, int s) {
 }
 
 static void boundary_forward(GPT2* m, int b) {
+    profile_part("norms");
     switch (m->config.norm) {
         case NORM_PRE: boundary_forward_pre(m, b); break;
         case NORM_POST: boundary_forward_post(m, b); break;
@@ -986,6 +987,7 @@ static void boundary_forward(GPT2* m, int b) {
 }
 
 static void boundary_backward(GPT2* m, int b) {
+    profile_part("norms");
     switch (m->config.norm) {
         case NORM_PRE: boundary_backward_pre(m, b); break;
         case NORM_POST: boundary_backward_post(m, b); break;
@@ -1006,7 +1008,9 @@ static void attention_block_forward(GPT2* m, int l, const floatX* u, floatX* z) 
     floatX* q = a->qkvr + (size_t)l * 3 * NC;
     floatX* atty = a->atty + (size_t)l * NC;
     const floatX* qkvb = p->qkvb + (size_t)l * 3 * C;
+    profile_part("attention matmuls");
     matmul_forward(a->qkv, u, p->qkvw + (size_t)l * 3 * C * C, nullptr, N, C, 3 * C);
+    profile_part("attention core");
     if (m->attention == ATTENTION_FLASH) {
         permute_qkv(q, q + NC, q + 2 * NC, a->qkv, qkvb, B, T, NH, C / NH);
         flash_attention_forward(atty, a->lse + (size_t)l * B * NH * T, q, q + NC, q + 2 * NC, B, T, C, NH);
@@ -1014,6 +1018,7 @@ static void attention_block_forward(GPT2* m, int l, const floatX* u, floatX* z) 
         floatX* att = a->att + (size_t)l * B * NH * T * T;
         attention_forward(atty, q, q + NC, q + 2 * NC, att, a->vaccum, a->qkv, qkvb, B, T, C, NH);
     }
+    profile_part("attention matmuls");
     matmul_forward(z, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, N, C, C);
 }
 
@@ -1026,8 +1031,10 @@ static void attention_block_backward(GPT2* m, int l, const floatX* u, floatX* du
     ActivationTensors* a = &m->acts;
     const floatX* q = a->qkvr + (size_t)l * 3 * NC;
     const floatX* atty = a->atty + (size_t)l * NC;
+    profile_part("attention matmuls");
     matmul_backward(a->datty, g->attprojw + (size_t)l * C * C, g->attprojb + (size_t)l * C, dz, atty,
                     p->attprojw + (size_t)l * C * C, N, C, C, 0.0f);
+    profile_part("attention core");
     floatX *dq = a->dqkvr, *dk = dq + NC, *dv = dq + 2 * NC;
     if (m->attention == ATTENTION_FLASH) {
         flash_attention_backward(dq, dk, dv, a->attD, a->datty, atty, q, q + NC, q + 2 * NC,
@@ -1038,6 +1045,7 @@ static void attention_block_backward(GPT2* m, int l, const floatX* u, floatX* du
         attention_backward(a->dqkv, dq, dk, dv, a->datt, a->dvaccum, a->datty, q, q + NC, q + 2 * NC, att, B, T, C,
                            NH);
     }
+    profile_part("attention matmuls");
     matmul_backward(du, g->qkvw + (size_t)l * 3 * C * C, g->qkvb + (size_t)l * 3 * C, a->dqkv, u,
                     p->qkvw + (size_t)l * 3 * C * C, N, C, 3 * C, du_beta);
 }
@@ -1049,6 +1057,7 @@ static void mlp_block_forward(GPT2* m, int l, const floatX* u, floatX* z) {
     ParameterTensors* p = &m->params;
     floatX* fch = m->acts.fch + (size_t)l * n4;
     floatX* fch_gelu = m->acts.fch_gelu + (m->recompute ? 0 : (size_t)l * n4);
+    profile_part("mlp");
     // fch = u fcw^T + fcb (kept for the backward pass) and fch_gelu = gelu(fch): both from the product's epilogue,
     // or a product and a kernel
     const floatX *fcw = p->fcw + (size_t)l * 4 * C * C, *fcb = p->fcb + (size_t)l * 4 * C;
@@ -1069,6 +1078,7 @@ static void mlp_block_backward(GPT2* m, int l, const floatX* u, floatX* du, floa
     floatX* dfch = m->acts.dfch;
     const floatX* fch = m->acts.fch + (size_t)l * n4;
     floatX* fch_gelu = m->acts.fch_gelu + (m->recompute ? 0 : (size_t)l * n4);
+    profile_part("mlp");
     if (m->recompute) {  // -r 1: gelu(fch) again, into the one fch_gelu buffer
         gelu_forward_kernel<<<elementwise_grid(n4), ELEMENTWISE_THREADS>>>(fch_gelu, fch, n4);
         launchCheck();
@@ -1102,10 +1112,12 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     m->T = T;
     int C = c.channels, N = B * T, L = c.num_layers;
     m->host_inputs.assign(inputs, inputs + N);
+    profile_part("copies and syncs");
     cudaCheck(cudaMemcpy(m->inputs, inputs, (size_t)N * sizeof(int), cudaMemcpyHostToDevice));
     if (targets) cudaCheck(cudaMemcpy(m->targets, targets, (size_t)N * sizeof(int), cudaMemcpyHostToDevice));
     ActivationTensors* a = &m->acts;
 
+    profile_part("embedding");
     encoder_forward(stream_x(m, 0), m->inputs, m->params.wte, m->params.wpe, N, T, C);  // x_0 = h0
     boundary_forward(m, 0);
     for (int s = 0; s < 2 * L; s++) {
@@ -1113,12 +1125,14 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
         else mlp_block_forward(m, s / 2, boundary_u(m, s), a->z);
         boundary_forward(m, s + 1);
     }
+    profile_part("logits and loss");
     matmul_forward(a->logits, boundary_u(m, 2 * L), m->params.wte, nullptr, N, C, c.padded_vocab_size);
     m->has_dlogits = 0;
     m->mean_loss = -1;
     if (targets) {
         float dloss = grad_loss_scale > 0 ? grad_loss_scale / N : 0.0f;  // d(scale * mean loss) / d(loss of a row)
         classifier(a->logits, a->losses, m->targets, N, c.vocab_size, c.padded_vocab_size, dloss);
+        profile_part("copies and syncs");
         m->host_losses = download(a->losses, N);
         double sum = 0;
         for (int i = 0; i < N; i++) sum += m->host_losses[i];
@@ -1127,7 +1141,10 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     }
 }
 
-static void gpt2_zero_grad(GPT2* m) { cudaCheck(cudaMemset(m->grads_memory, 0, m->num_parameters * sizeof(float))); }
+static void gpt2_zero_grad(GPT2* m) {
+    profile_part("optimizer");
+    cudaCheck(cudaMemset(m->grads_memory, 0, m->num_parameters * sizeof(float)));
+}
 
 // Accumulates the gradient of grad_loss_scale * mean_loss (from the training forward pass) into the parameter
 // gradients. Mirrors reference_cpu.cpp's gpt2_backward, boundary by boundary.
@@ -1140,6 +1157,7 @@ static void gpt2_backward(GPT2* m) {
     float du_beta = c.norm == NORM_POST ? 1.0f : 0.0f;  // post: du is dx, which already holds dL/dx
 
     // logits = hf @ wte^T:  dhf = dlogits @ wte (into du; post: into dx, overwriting);  dwte += dlogits^T @ hf
+    profile_part("logits and loss");
     matmul_backward(du, m->grads.wte, nullptr, a->logits, boundary_u(m, 2 * L), m->params.wte, N, C,
                     c.padded_vocab_size, 0.0f);
     boundary_backward(m, 2 * L);
@@ -1149,9 +1167,11 @@ static void gpt2_backward(GPT2* m) {
         boundary_backward(m, s);
     }
     // dx now holds dL/dh0 (siamese: both streams' share, added by boundary 0)
+    profile_part("copies and syncs");
     int U = build_token_index(m->host_inputs, c.vocab_size, &m->host_index);
     cudaCheck(cudaMemcpy(m->token_index, m->host_index.data(), m->host_index.size() * sizeof(int),
                          cudaMemcpyHostToDevice));
+    profile_part("embedding");
     encoder_backward(m->grads.wte, m->grads.wpe, a->dx, m->token_index, U, B, T, C);
     m->has_dlogits = 0;
 }
@@ -1176,7 +1196,10 @@ static double sum_of_squares(GPT2* m, const float* p) {
     return total;
 }
 
-static double gpt2_grad_norm(GPT2* m) { return std::sqrt(sum_of_squares(m, m->grads_memory)); }
+static double gpt2_grad_norm(GPT2* m) {
+    profile_part("optimizer");
+    return std::sqrt(sum_of_squares(m, m->grads_memory));
+}
 
 typedef struct {
     float learning_rate, beta1, beta2, eps, weight_decay;
@@ -1185,6 +1208,7 @@ typedef struct {
 // AdamW (Loshchilov & Hutter) with bias correction; step t counts from 1. The gradient is multiplied by
 // grad_scale first (global-norm clipping). Weight decay is decoupled and applies to 2-D weight matrices only.
 static void gpt2_update(GPT2* m, const AdamWConfig& o, float grad_scale, int t) {
+    profile_part("optimizer");
     float bc1 = 1 - (float)std::pow((double)o.beta1, t), bc2 = 1 - (float)std::pow((double)o.beta2, t);
     for (const TensorInfo& tensor : m->tensors) {
         float wd = tensor.decay ? o.weight_decay : 0.0f;

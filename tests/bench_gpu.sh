@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # GPU speed of the CUDA trainer (./train_gpt2cu as built, bf16 by default) for GPT-2's four sizes and the three
 # layouts, ONE table: tokens/s, MFU, ms/step, GPU memory, and the overhead of SiameseNorm (and Post-Norm) over
-# Pre-Norm at the same size, all measured in this one run. About 3 minutes on an H200. A measurement, not a test.
+# Pre-Norm at the same size, all measured in this one run; then tools/profile_gpu's breakdown of a d12 step by part,
+# with each attention (PROFILE_FLAGS passes it more flags, e.g. "-r 1"). About 3 minutes on an H200. A measurement,
+# not a test.
 #   T = 1024, GPT-2's vocabulary (50257); data: random tokens (speed does not depend on the text); the median ms of
 #   steps 6..$STEPS (the first five warm up cuBLAS and the allocator); no validation, sampling or checkpoints.
 #   MFU as the trainer prints it (llm.c's 6N + 6LCT FLOPs a token against 989.5 TFLOP/s dense bf16).
@@ -75,3 +77,15 @@ for size in $SIZES; do
     done
 done
 echo "(vs pre: ms/step over Pre-Norm's at the same size and batch; SiameseNorm's target is within +3%, Post-Norm's +1%)"
+
+# where a d12 step's time goes, part by part, and what each layout adds to Pre-Norm, with the materialized and the
+# flash attention (tools/profile_gpu: train_gpt2cu's precision; make bench-gpu builds both)
+if [ -x ./tools/profile_gpu ]; then
+    echo
+    for attention in materialized flash; do
+        timeout 120 ./tools/profile_gpu -e d12 -b 16 -t $T --attention $attention ${PROFILE_FLAGS:-} ||
+            echo "tools/profile_gpu: exit status $?"
+    done
+else
+    echo "(no ./tools/profile_gpu: make tools/profile_gpu for the breakdown by part)"
+fi

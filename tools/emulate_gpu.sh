@@ -4,7 +4,8 @@
 #   1. tests/test_gpu.cu built against tools/cuda_emulator (every case but the 12-layer ones: too slow here),
 #   2. ./train_gpt2cu's main, emulated, against ./reference_cpu with the same flags: main.log must match
 #      (losses, norms, learning rates, validation), apart from the timings: each number within 1e-5 relative in
-#      fp32, within 3e-2 in bf16.
+#      fp32, within 3e-2 in bf16,
+#   3. tools/profile_gpu at a tiny shape: every part of a step is timed in each layout.
 # The emulator runs each block's threads as coroutines with adversarial interleavings and computes the cuBLAS calls
 # from their definition (see tools/cuda_emulator/cuda_runtime.h for what it can and cannot show). It is not a
 # substitute for tests/gpu_check.sh on a GPU. About 25 minutes on two cores (both precisions). Needs g++, perl, the KJV shards.
@@ -71,5 +72,24 @@ else
     failed=$((failed + 1))
 fi
 done
+
+# tools/profile_gpu (bf16) runs and accounts for every part of a step in each layout
+echo "=== tools/profile_gpu"
+mkdir -p "$W/src/tools"
+cp tools/profile_gpu.cu "$W/src/tools/"
+every_part() {  # each part (and the step) on 4 lines: three layouts' tables and the comparison
+    for part in embedding norms "attention matmuls" "attention core" mlp "logits and loss" optimizer step; do
+        [ "$(grep -c "^$part  " "$1")" -eq 4 ] || { echo "'$part' is not in every table"; return 1; }
+    done
+}
+if g++ "${FLAGS[@]}" -DENABLE_BF16 -o "$W/profile" "$W/src/tools/profile_gpu.cu" &&
+    "$W/profile" --layers 2 --channels 64 --heads 2 --vocab 64 -b 2 -t 32 -x 1 > "$W/profile.txt" 2>&1 &&
+    every_part "$W/profile.txt"; then
+    echo "tools/profile_gpu: every part of a step timed in each layout, and the layouts compared"
+    passed=$((passed + 1))
+else
+    echo "tools/profile_gpu failed:"; tail -n 20 "$W/profile.txt"
+    failed=$((failed + 1))
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

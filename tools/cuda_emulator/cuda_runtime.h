@@ -15,6 +15,7 @@
 #include <functional>
 #include <vector>
 #include <ucontext.h>
+#include <time.h>
 #include <math.h>
 using std::min;
 using std::max;
@@ -45,6 +46,15 @@ inline cudaError_t cudaMemset(void* d, int v, size_t n) { memset(d, v, n); retur
 inline cudaError_t cudaGetLastError() { return 0; }
 inline cudaError_t cudaDeviceSynchronize() { return 0; }
 inline cudaError_t cudaMemGetInfo(size_t* f, size_t* t) { *f = 1 << 30; *t = 2u << 30; return 0; }
+// events: kernels run when launched, so an event's time is the host's clock when it is recorded
+struct EmuEvent { double ms; };
+typedef EmuEvent* cudaEvent_t;
+inline double emu_now_ms() { timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e3 + t.tv_nsec / 1e6; }
+inline cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = new EmuEvent{0}; return 0; }
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return 0; }
+inline cudaError_t cudaEventRecord(cudaEvent_t e, int stream = 0) { (void)stream; e->ms = emu_now_ms(); return 0; }
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return 0; }
+inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) { *ms = (float)(b->ms - a->ms); return 0; }
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
 template <typename K> cudaError_t cudaFuncSetAttribute(K, cudaFuncAttribute, int bytes) {
     if (bytes > 227 * 1024) { fprintf(stderr, "EMU: %d bytes of shared memory, more than an H100 has\n", bytes); abort(); }
