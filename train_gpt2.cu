@@ -283,20 +283,25 @@ static bool gemm_epilogue(cublasOperation_t opa, cublasOperation_t opb, int m, i
                                                      sizeof(align_d)));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
                                                      sizeof(align_d)));
+    // no algorithm for this combination (the heuristic says CUBLAS_STATUS_NOT_SUPPORTED or finds none): the caller
+    // takes the plain product and the separate kernel instead
     cublasLtMatmulHeuristicResult_t heuristic;
     int found = 0;
-    cublasCheck(cublasLtMatmulAlgoGetHeuristic(gpu.cublaslt, desc, la, lb, ld, ld, pref, 1, &heuristic, &found));
-    if (found == 0)
-        fail("cuBLASLt has no algorithm for a %d x %d x %d product with epilogue %d", m, n, k, (int)lt_epilogue);
-    float alpha = 1.0f, beta = 0.0f;
-    cublasCheck(cublasLtMatmul(gpu.cublaslt, desc, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &heuristic.algo,
-                               gpu.lt_workspace, gpu.lt_workspace_bytes, 0));
+    cublasStatus_t status =
+        cublasLtMatmulAlgoGetHeuristic(gpu.cublaslt, desc, la, lb, ld, ld, pref, 1, &heuristic, &found);
+    bool usable = status == CUBLAS_STATUS_SUCCESS && found > 0 && heuristic.state == CUBLAS_STATUS_SUCCESS;
+    if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED) cublasCheck(status);
+    if (usable) {
+        float alpha = 1.0f, beta = 0.0f;
+        cublasCheck(cublasLtMatmul(gpu.cublaslt, desc, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &heuristic.algo,
+                                   gpu.lt_workspace, gpu.lt_workspace_bytes, 0));
+    }
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
     cublasCheck(cublasLtMatrixLayoutDestroy(la));
     cublasCheck(cublasLtMatrixLayoutDestroy(lb));
     cublasCheck(cublasLtMatrixLayoutDestroy(ld));
     cublasCheck(cublasLtMatmulDescDestroy(desc));
-    return true;
+    return usable;
 }
 #else
 static bool gemm_epilogue(cublasOperation_t, cublasOperation_t, int, int, int, const floatX*, int, const floatX*, int,

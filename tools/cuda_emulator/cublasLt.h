@@ -91,6 +91,8 @@ inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtM
                                                      cublasLtMatmulHeuristicResult_t* r, int* found) {
     memset(r, 0, sizeof(*r));
     *found = 1;
+    // EMU_LT_NOT_SUPPORTED=1: answer as cuBLASLt does for a combination it has no kernel for (the caller falls back)
+    if (getenv("EMU_LT_NOT_SUPPORTED")) { *found = 0; return CUBLAS_STATUS_NOT_SUPPORTED; }
     return 0;
 }
 inline float emu_gelu(float x) {

@@ -7,6 +7,7 @@
 #include "cuda_bf16.h"
 typedef int cublasStatus_t;
 #define CUBLAS_STATUS_SUCCESS 0
+#define CUBLAS_STATUS_NOT_SUPPORTED 15
 typedef void* cublasHandle_t;
 enum cublasOperation_t { CUBLAS_OP_N, CUBLAS_OP_T };
 enum cublasComputeType_t { CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32 };
