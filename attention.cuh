@@ -330,6 +330,16 @@ template <int DN> struct TcShape {
     static const int PW = 16 * LDP;         // elements of one warp's bf16 p (or ds)
 };
 
+// The lane-owned passes over a warp's scratch: lanes 2r and 2r + 1 (half = lane % 2) own row r, each n of its
+// columns (n = 32 of the 64, or HS/2 channels), and all 32 lanes step through their n together. Started at the same
+// column, they would collide in the shared-memory banks: LDF is 4 mod 32 floats, so rows r and r + 8 fall on the
+// same bank, and so do the two halves (32 or HS/2 columns apart): 4 lanes a bank, 4 passes for each access. So each
+// lane starts its walk at its own offset, 2 (r / 8) + half, and wraps around: row r's bank is 4 (r % 8), the offset
+// adds 0..3, and the 32 lanes land on 32 banks. (The bf16 p and ds rows, LDP = 36 words, still pair up 2 a bank.)
+// The lane's column at step s of the pass (of its n): tc_column(s, tc_offset(r, half), n).
+__device__ inline int tc_offset(int r, int half) { return 2 * (r / 8) + half; }
+__device__ inline int tc_column(int s, int offset, int n) { return s + offset < n ? s + offset : s + offset - n; }
+
 // rows [r0, r0 + 64) of a head matrix (row stride src_stride, hs channels) into a shared tile, 16 bytes at a time;
 // rows past T become 0. Every thread of the block takes part.
 template <int DN>
@@ -407,8 +417,9 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
     size_t head = ((size_t)b * NH + h) * T;
     tc_load_tile<DN>(Qs, q + head * S::HS, S::HS, q0, T);
 
-    // lanes 2r, 2r + 1: row r of the warp's queries; key columns half * 32 .. + 31; output channels half * HS/2 ..
-    int r = lane / 2, half = lane % 2, t = q0 + warp * 16 + r;
+    // lanes 2r, 2r + 1: row r of the warp's queries; key columns half * 32 .. + 31; output channels half * HS/2 ..,
+    // o[c] holding channel half * HS/2 + tc_column(c, offset, HS/2)
+    int r = lane / 2, half = lane % 2, t = q0 + warp * 16 + r, offset = tc_offset(r, half);
     float m = -INFINITY, l = 0.0f, o[S::HS / 2];
 #pragma unroll
     for (int c = 0; c < S::HS / 2; c++) o[c] = 0.0f;
@@ -423,14 +434,15 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
         __syncwarp();
         float* srow = Sf + r * S::LDF;
         float mx = -INFINITY;
-        for (int j = half * 32; j < half * 32 + 32; j++) {
-            int key = k0 + j;
+        for (int step = 0; step < 32; step++) {
+            int j = half * 32 + tc_column(step, offset, 32), key = k0 + j;
             srow[j] = key <= t && key < T ? scale * srow[j] : -INFINITY;
             mx = fmaxf(mx, srow[j]);
         }
         float m_new = fmaxf(m, fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1)));  // finite: key k0 is seen
         float correction = expf(m - m_new), sum = 0.0f;
-        for (int j = half * 32; j < half * 32 + 32; j++) {
+        for (int step = 0; step < 32; step++) {
+            int j = half * 32 + tc_column(step, offset, 32);
             float p = expf(srow[j] - m_new);
             Pw[r * S::LDP + j] = (floatX)p;
             sum += p;
@@ -446,13 +458,15 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
         for (int dn = 0; dn < DN; dn++) wmma::store_matrix_sync(Sf + dn * 16, pv[dn], S::LDF, wmma::mem_row_major);
         __syncwarp();
 #pragma unroll
-        for (int c = 0; c < S::HS / 2; c++) o[c] = o[c] * correction + srow[half * (S::HS / 2) + c];
+        for (int c = 0; c < S::HS / 2; c++)
+            o[c] = o[c] * correction + srow[half * (S::HS / 2) + tc_column(c, offset, S::HS / 2)];
         __syncwarp();  // the scratch is rewritten by the next tile
     }
     if (t < T) {
 #pragma unroll
         for (int c = 0; c < S::HS / 2; c++)
-            out[((size_t)b * T + t) * C + h * S::HS + half * (S::HS / 2) + c] = (floatX)(o[c] / l);
+            out[((size_t)b * T + t) * C + h * S::HS + half * (S::HS / 2) + tc_column(c, offset, S::HS / 2)] =
+                (floatX)(o[c] / l);
         if (half == 0) lse[head + t] = m + logf(l);
     }
 }
@@ -477,6 +491,7 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
     tc_load_tile<DN>(Ks, k + head * S::HS, S::HS, k0, T);
     tc_load_tile<DN>(Vs, v + head * S::HS, S::HS, k0, T);
     int r = lane / 2, half = lane % 2, key = k0 + warp * 16 + r;  // lanes 2r, 2r + 1: the warp's key row r
+    int offset = tc_offset(r, half);
     FragC dk_acc[DN], dv_acc[DN];
 #pragma unroll
     for (int dn = 0; dn < DN; dn++) {
@@ -496,8 +511,8 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
         tc_rows_times_tile_t<DN>(Sf, Ks + warp * 16 * S::LDX, Qs);    // k . q: 16 keys x 64 queries
         tc_rows_times_tile_t<DN>(dPf, Vs + warp * 16 * S::LDX, dOs);  // v . dout
         __syncwarp();
-        for (int j = half * 32; j < half * 32 + 32; j++) {
-            int i = q0 + j;  // the query
+        for (int step = 0; step < 32; step++) {
+            int j = half * 32 + tc_column(step, offset, 32), i = q0 + j;  // i: the query
             float p = 0.0f, ds = 0.0f;
             if (i >= key && i < T && key < T) {
                 p = expf(scale * Sf[r * S::LDF + j] - lse_s[j]);
@@ -543,6 +558,7 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
     tc_load_tile<DN>(Qs, q + head * S::HS, S::HS, q0, T);
     tc_load_tile<DN>(dOs, dout + (size_t)b * T * C + h * S::HS, C, q0, T);
     int r = lane / 2, half = lane % 2, t = q0 + warp * 16 + r;  // lanes 2r, 2r + 1: the warp's query row r
+    int offset = tc_offset(r, half);
     float lse_t = t < T ? lse[head + t] : 0.0f, D_t = t < T ? D[head + t] : 0.0f;
     FragC dq_acc[DN];
 #pragma unroll
@@ -557,8 +573,8 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
         tc_rows_times_tile_t<DN>(Sf, Qs + warp * 16 * S::LDX, Ks);    // q . k: 16 queries x 64 keys
         tc_rows_times_tile_t<DN>(dPf, dOs + warp * 16 * S::LDX, Vs);  // dout . v
         __syncwarp();
-        for (int j = half * 32; j < half * 32 + 32; j++) {
-            int key = k0 + j;
+        for (int step = 0; step < 32; step++) {
+            int j = half * 32 + tc_column(step, offset, 32), key = k0 + j;
             float ds = 0.0f;
             if (key <= t && key < T && t < T) {
                 float p = expf(scale * Sf[r * S::LDF + j] - lse_t);
