@@ -98,6 +98,7 @@ static struct {
     cublasLtHandle_t cublaslt;
     void* lt_workspace;
     size_t lt_workspace_bytes;
+    bool no_epilogues;            // take the separate kernels anyway (tools/profile_gpu --epilogues 0 compares)
 #endif
     float* partials;              // scratch for the first stage of the reductions (see reduce_partials)
     size_t partials_floats;

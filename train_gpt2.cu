@@ -245,6 +245,7 @@ static uint32_t alignment_of(const void* p) {
 static bool gemm_epilogue(cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k, const floatX* A, int lda,
                           const floatX* B, int ldb, floatX* D, Epilogue epilogue, const floatX* bias,
                           const floatX* aux) {
+    if (gpu.no_epilogues) return false;
     for (const void* p : {(const void*)A, (const void*)B, (const void*)D, (const void*)bias, (const void*)aux})
         if (p && alignment_of(p) < 16) return false;
     if (aux && m % 8) return false;  // the aux leading dimension must be a multiple of 8

@@ -79,13 +79,17 @@ done
 echo "(vs pre: ms/step over Pre-Norm's at the same size and batch; SiameseNorm's target is within +3%, Post-Norm's +1%)"
 
 # where a d12 step's time goes, part by part, and what each layout adds to Pre-Norm, with the materialized and the
-# flash attention (tools/profile_gpu: train_gpt2cu's precision; make bench-gpu builds both)
+# flash attention, and Pre-Norm without cuBLASLt's epilogues (tools/profile_gpu: train_gpt2cu's precision; make
+# bench-gpu builds both)
 if [ -x ./tools/profile_gpu ]; then
     echo
     for attention in materialized flash; do
         timeout 120 ./tools/profile_gpu -e d12 -b 16 -t $T --attention $attention ${PROFILE_FLAGS:-} ||
             echo "tools/profile_gpu: exit status $?"
     done
+    # whether cuBLASLt's fused bias/GELU epilogues beat the separate kernels here (see the "mlp" rows)
+    timeout 60 ./tools/profile_gpu -e d12 -b 16 -t $T --norm pre --epilogues 0 ${PROFILE_FLAGS:-} ||
+        echo "tools/profile_gpu: exit status $?"
 else
     echo "(no ./tools/profile_gpu: make tools/profile_gpu for the breakdown by part)"
 fi

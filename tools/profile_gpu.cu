@@ -13,9 +13,11 @@
 //
 //   make tools/profile_gpu && ./tools/profile_gpu [-e d12] [-b 16] [-t 1024] [-x 3] [-r 0|1]
 //                                                 [--attention materialized|flash] [--norm pre,post,siamese]
+//                                                 [--epilogues 1|0]
 //   (another shape: --layers L --channels C --heads NH instead of -e, and --vocab V instead of GPT-2's 50257)
 // The precision is the build's (make PRECISION=...), as is the default attention (make ATTENTION=...); both
-// attentions are compiled in, so --attention compares them within one build.
+// attentions are compiled in, so --attention compares them within one build. --epilogues 0 (bf16 build) turns
+// cuBLASLt's fused bias and GELU epilogues off, for the separate kernels: whether the fusion pays on this GPU.
 #define TRAIN_GPT2_NO_MAIN
 #include "../train_gpt2.cu"
 
@@ -138,7 +140,7 @@ static void print_layout(const char* name, const Profile& p, const std::map<std:
 
 int main(int argc, char** argv) {
     TrainOptions o{};
-    int B = 16, T = 1024, steps = 3, recompute = 0, attention = DEFAULT_ATTENTION, V = GPT2_VOCAB;
+    int B = 16, T = 1024, steps = 3, recompute = 0, attention = DEFAULT_ATTENTION, V = GPT2_VOCAB, epilogues = 1;
     std::string norms = "pre,post,siamese";
     for (int i = 1; i < argc; i++) {
         const char* f = argv[i];
@@ -153,6 +155,7 @@ int main(int argc, char** argv) {
         else if (!strcmp(f, "-t")) T = (int)parse_int(f, v);
         else if (!strcmp(f, "-x")) steps = (int)parse_int(f, v);
         else if (!strcmp(f, "-r")) recompute = (int)parse_int(f, v);
+        else if (!strcmp(f, "--epilogues")) epilogues = (int)parse_int(f, v);
         else if (!strcmp(f, "--norm")) norms = v;
         else if (!strcmp(f, "--attention") && !strcmp(v, "materialized")) attention = ATTENTION_MATERIALIZED;
         else if (!strcmp(f, "--attention") && !strcmp(v, "flash")) attention = ATTENTION_FLASH;
@@ -161,12 +164,17 @@ int main(int argc, char** argv) {
     }
     if (!o.model && !o.layers && !o.channels && !o.heads) o.model = "d12";
     if (o.model && !is_shape_name(o.model)) fail("-e expects a shape name (d12, d24, d36, d48), got '%s'", o.model);
-    if (B < 1 || T < 1 || T > 1024 || steps < 1 || (recompute != 0 && recompute != 1) || V < 2)
-        fail("need -b >= 1, 1 <= -t <= 1024, -x >= 1, -r 0 or 1 and --vocab >= 2");
+    if (B < 1 || T < 1 || T > 1024 || steps < 1 || (recompute != 0 && recompute != 1) || V < 2 ||
+        (epilogues != 0 && epilogues != 1))
+        fail("need -b >= 1, 1 <= -t <= 1024, -x >= 1, -r 0 or 1, --vocab >= 2 and --epilogues 0 or 1");
     int L, C, NH;
     requested_shape(o, &L, &C, &NH);
     if (!o.model && (!L || !C || !NH)) fail("give --layers, --channels and --heads together (or -e)");
     gpu_init(0);
+#if USE_CUBLASLT
+    gpu.no_epilogues = !epilogues;
+#endif
+    const char* products = USE_CUBLASLT && epilogues ? "cuBLASLt epilogues" : "separate bias/GELU kernels";
 
     std::vector<std::pair<std::string, Profile>> runs;
     std::map<std::string, double> flops;
@@ -181,8 +189,9 @@ int main(int argc, char** argv) {
         start = end + 1;
     }
 
-    printf("%s, %s, L=%d C=%d NH=%d V=%d B=%d T=%d, %s attention%s; mean of %d steps after 2 warm-up steps\n",
-           gpu.name, PRECISION_NAME, L, C, NH, V, B, T, ATTENTION_NAMES[attention], recompute ? ", -r 1" : "", steps);
+    printf("%s, %s, L=%d C=%d NH=%d V=%d B=%d T=%d, %s attention, %s%s; mean of %d steps after 2 warm-up "
+           "steps\n", gpu.name, PRECISION_NAME, L, C, NH, V, B, T, ATTENTION_NAMES[attention], products,
+           recompute ? ", -r 1" : "", steps);
     for (const auto& r : runs) print_layout(r.first.c_str(), r.second, flops);
 
     // each layout against the first (Pre-Norm by default), part by part
