@@ -8,7 +8,8 @@
 # Every step runs under a timeout, prints its exit status, and a failed step does not stop the others.
 # Needs data/kjv/kjv_{train,val}.bin (carried; not regenerated here) and doctest.h in $DOCTEST or .carry/doctest.
 # Writes $OUT/gpu_check.log (everything printed) and $OUT/summary.txt (the table); OUT defaults to /tmp/gpu_check.
-# Usage: bash tests/gpu_check.sh           (the speed table for d12..d48 is a separate run: bash tests/bench_gpu.sh)
+# Usage: bash tests/gpu_check.sh   (then the speed table for d12..d48 and the profile by part: bash tests/bench_gpu.sh,
+#        which uses the binaries built here)
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu_check}
@@ -42,7 +43,8 @@ FLASH=$RUNS/train_gpt2cu_flash  # the bf16 trainer with ATTENTION=flash, beside 
 timeout 300 nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo -DENABLE_BF16 -DFLASH_ATTENTION -o "$FLASH" train_gpt2.cu \
     -lcublas -lcublasLt &
 flash_build=$!
-timeout 300 make -j16 DOCTEST="$DOCTEST" train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16 reference_cpu
+timeout 300 make -j16 DOCTEST="$DOCTEST" train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16 reference_cpu \
+    tools/profile_gpu
 rc=$?
 wait $flash_build
 rc_flash=$?
