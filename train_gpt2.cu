@@ -428,33 +428,85 @@ __global__ void unpermute_backward_kernel(floatX* dinp, const floatX* dout, int 
     dinp[idx] = dout[(((size_t)b * T + t) * NH + h) * hs + i];
 }
 
+// The softmax kernels give a row of att to a warp; lane l owns the packs of ROW_PACK neighbouring keys (16 bytes:
+// 8 in bf16, 4 in fp32) that start at j0 = l ROW_PACK, + 32 ROW_PACK, ... and moves each with one 16-byte load or
+// store when T is a multiple of ROW_PACK (the rows then start 16-byte aligned), else key by key.
+
+// keys j0 .. j0 + ROW_PACK - 1 of a row as floats: those below n read, the others `fill`
+__device__ inline void load_keys(float (&v)[ROW_PACK], const floatX* row, int j0, int n, bool packed, float fill) {
+    if (packed && j0 + ROW_PACK <= n) {
+        RowPack pack = *(const RowPack*)(row + j0);
+        for (int k = 0; k < ROW_PACK; k++) v[k] = (float)pack.v[k];
+    } else {
+        for (int k = 0; k < ROW_PACK; k++) v[k] = j0 + k < n ? (float)row[j0 + k] : fill;
+    }
+}
+
+// keys j0 .. of a row of T keys from v (those below T)
+__device__ inline void store_keys(floatX* row, const float (&v)[ROW_PACK], int j0, int T, bool packed) {
+    if (packed) {  // T is a multiple of ROW_PACK, so the whole pack lies inside the row
+        RowPack pack;
+        for (int k = 0; k < ROW_PACK; k++) pack.v[k] = (floatX)v[k];
+        *(RowPack*)(row + j0) = pack;
+    } else {
+        for (int k = 0; k < ROW_PACK; k++)
+            if (j0 + k < T) row[j0 + k] = (floatX)v[k];
+    }
+}
+
 // Causal softmax in place over the rows of att (B, NH, T, T): row r is query t = r % T, which sees keys 0..t;
-// the masked keys t+1..T-1 get exactly 0 (the product att @ v runs over the whole row). Warp per row.
+// the masked keys t+1..T-1 get exactly 0 (the product att @ v runs over the whole row). One pass over keys 0..t
+// for the max and the sum of exponentials (each lane keeps its running max and rescales its sum when the max
+// grows, as the classifier does), then one pass that writes the probabilities.
 __global__ void softmax_causal_forward_kernel(floatX* att, int rows, int T) {
     int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (r >= rows) return;  // the whole warp leaves together
     int t = r % T;
+    bool packed = T % ROW_PACK == 0;
     floatX* p = att + (size_t)r * T;
-    float maxv = -INFINITY;
-    for (int j = lane; j <= t; j += 32) maxv = fmaxf(maxv, (float)p[j]);
-    maxv = warp_max(maxv);
-    float sum = 0.0f;
-    for (int j = lane; j <= t; j += 32) sum += expf((float)p[j] - maxv);
-    sum = warp_sum(sum);
-    for (int j = lane; j < T; j += 32) p[j] = (floatX)(j <= t ? expf((float)p[j] - maxv) / sum : 0.0f);
+    float maxv = -INFINITY, sum = 0.0f;
+    for (int j0 = lane * ROW_PACK; j0 <= t; j0 += 32 * ROW_PACK) {
+        float v[ROW_PACK], m = maxv;
+        load_keys(v, p, j0, t + 1, packed, -INFINITY);  // key j0 <= t: m is finite
+        for (int k = 0; k < ROW_PACK; k++) m = fmaxf(m, v[k]);
+        sum *= expf(maxv - m);
+        for (int k = 0; k < ROW_PACK; k++) sum += expf(v[k] - m);
+        maxv = m;
+    }
+    float row_max = warp_max(maxv);  // finite: key 0 is in lane 0's first pack
+    sum = warp_sum(maxv == -INFINITY ? 0.0f : sum * expf(maxv - row_max));
+    for (int j0 = lane * ROW_PACK; j0 < T; j0 += 32 * ROW_PACK) {
+        float v[ROW_PACK];
+        load_keys(v, p, j0, t + 1, packed, -INFINITY);  // masked keys: exp(-inf) = 0
+        for (int k = 0; k < ROW_PACK; k++) v[k] = expf(v[k] - row_max) / sum;
+        store_keys(p, v, j0, T, packed);
+    }
 }
 
-// dpreatt = att * (datt - sum_j att_j datt_j) over keys 0..t, 0 beyond; in place over datt. Warp per row.
+// dpreatt = att * (datt - sum_j att_j datt_j) over keys 0..t, 0 beyond; in place over datt. Warp per row, lanes
+// own packs of keys as above.
 __global__ void softmax_causal_backward_kernel(floatX* datt, const floatX* att, int rows, int T) {
     int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (r >= rows) return;
     int t = r % T;
+    bool packed = T % ROW_PACK == 0;
     floatX* d = datt + (size_t)r * T;
     const floatX* a = att + (size_t)r * T;
     float dot = 0.0f;
-    for (int j = lane; j <= t; j += 32) dot += (float)a[j] * (float)d[j];
+    for (int j0 = lane * ROW_PACK; j0 <= t; j0 += 32 * ROW_PACK) {
+        float av[ROW_PACK], dv[ROW_PACK];
+        load_keys(av, a, j0, t + 1, packed, 0.0f);
+        load_keys(dv, d, j0, t + 1, packed, 0.0f);
+        for (int k = 0; k < ROW_PACK; k++) dot += av[k] * dv[k];
+    }
     dot = warp_sum(dot);
-    for (int j = lane; j < T; j += 32) d[j] = (floatX)(j <= t ? (float)a[j] * ((float)d[j] - dot) : 0.0f);
+    for (int j0 = lane * ROW_PACK; j0 < T; j0 += 32 * ROW_PACK) {
+        float av[ROW_PACK], dv[ROW_PACK];
+        load_keys(av, a, j0, t + 1, packed, 0.0f);
+        load_keys(dv, d, j0, t + 1, packed, 0.0f);
+        for (int k = 0; k < ROW_PACK; k++) dv[k] = j0 + k <= t ? av[k] * (dv[k] - dot) : 0.0f;
+        store_keys(d, dv, j0, T, packed);
+    }
 }
 
 static const int ELEMENTWISE_THREADS = 256;

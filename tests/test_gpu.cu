@@ -389,6 +389,17 @@ TEST_CASE("flash attention: pre, post and siamese match the CPU reference and th
                       SMALL_MAX_BOUND, Variant{1, ATTENTION_FLASH}, FLASH_BOUND);
 }
 
+// Long rows: at T = 264 (33 packs of 8 bf16 keys, 66 of 4 floats) a lane of the softmax kernels walks several packs
+// and flash attention several tiles of 64, the last one partial; T = 300 is a multiple of neither 8 nor 4, so the
+// softmax goes key by key (the flash attention held against the CPU, the materialized against the flash). The other
+// cases have T <= 75: one pack a lane at most.
+TEST_CASE("long rows: attention at T = 264 and T = 300 matches the CPU reference, materialized and flash") {
+    check_against_cpu(make_problem("pre-t264", NORM_PRE, 0, 1, 64, 2, 300, 60, 1, 264), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND);  // materialized; its (1, 261) forward pass goes key by key
+    check_against_cpu(make_problem("siamese-t300", NORM_SIAMESE, 0, 1, 64, 2, 300, 60, 1, 300), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, Variant{0, ATTENTION_FLASH}, FLASH_BOUND);
+}
+
 // C = 90, not a multiple of the row kernels' 16-byte packs (8 bf16, 4 fp32): the element-by-element path; in bf16
 // also matrices and biases that do not start 16-byte aligned, which cuBLASLt's epilogues are not given (the product
 // and a separate kernel instead); head size 30, which flash attention runs on the portable kernels
