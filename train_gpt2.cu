@@ -383,49 +383,95 @@ static void matmul_backward(floatX* dinp, float* dweight, float* dbias, const fl
 // permute into (B, NH, T, hs) per head, att = causal softmax(q k^T / sqrt(hs)) by a batched product and a softmax
 // kernel, out = att @ v by a batched product, unpermute back to (B, T, C). att is kept for the backward pass.
 
-// thread per element (b, h, t, i) of q, in q's (B, NH, T, hs) order: gathers q, k, v from qkv (B, T, 3, NH, hs)
-// and adds the qkv bias (the product above left it out)
-__global__ void permute_qkv_kernel(floatX* q, floatX* k, floatX* v, const floatX* qkv, const floatX* bias, int B,
-                                   int T, int NH, int hs) {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)B * NH * T * hs) return;
-    int i = (int)(idx % hs), t = (int)(idx / hs % T), h = (int)(idx / ((size_t)hs * T) % NH);
-    int b = (int)(idx / ((size_t)hs * T * NH)), C = NH * hs, c = h * hs + i;
-    size_t src = ((size_t)b * T + t) * 3 * C + c;
-    q[idx] = (floatX)((float)qkv[src] + (float)bias[c]);
-    k[idx] = (floatX)((float)qkv[src + C] + (float)bias[C + c]);
-    v[idx] = (floatX)((float)qkv[src + 2 * C] + (float)bias[2 * C + c]);
+static const int ELEMENTWISE_THREADS = 256;
+static int elementwise_grid(size_t n) { return ceil_div((long long)n, ELEMENTWISE_THREADS); }
+
+// The layout changes around the attention, between rows of C = NH hs channels, (B, T, C), and head matrices,
+// (B, NH, T, hs). Thread per pack of P neighbouring channels of one head row (b, h, t): grid (packs of the head's
+// T x hs matrix, NH, B), so no thread divides a 64-bit index. P = ROW_PACK (16 bytes: one load or store) when hs is a
+// multiple of it and every pointer is 16-byte aligned, else 1.
+template <int P>
+struct alignas(P * sizeof(floatX)) HeadPack {
+    floatX v[P];
+};
+
+// this thread's head row t and first channel i; false past the end of the head matrix
+template <int P>
+__device__ inline bool head_pack_index(int T, int hs, int* t, int* i) {
+    int n = blockIdx.x * blockDim.x + threadIdx.x, per_row = hs / P;
+    if (n >= T * per_row) return false;
+    *t = n / per_row;
+    *i = n % per_row * P;
+    return true;
+}
+// where the pack starts in the head matrix (B, NH, T, hs) and in the rows (B, T, NH, hs) = (B, T, C)
+__device__ inline size_t head_offset(int T, int NH, int hs, int t, int i) {
+    return (((size_t)blockIdx.z * NH + blockIdx.y) * T + t) * hs + i;
+}
+__device__ inline size_t row_offset(int T, int NH, int hs, int t, int i) {
+    return (((size_t)blockIdx.z * T + t) * NH + blockIdx.y) * hs + i;
+}
+template <int P>
+__device__ inline void copy_pack(floatX* dst, const floatX* src) {
+    *(HeadPack<P>*)dst = *(const HeadPack<P>*)src;
 }
 
-// thread per element (b, h, t, i) of the head outputs: dqkv (B, T, 3C) <- dq, dk, dv (B, NH, T, hs)
-__global__ void permute_qkv_backward_kernel(floatX* dqkv, const floatX* dq, const floatX* dk, const floatX* dv, int B,
-                                            int T, int NH, int hs) {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)B * NH * T * hs) return;
-    int i = (int)(idx % hs), t = (int)(idx / hs % T), h = (int)(idx / ((size_t)hs * T) % NH);
-    int b = (int)(idx / ((size_t)hs * T * NH)), C = NH * hs;
-    size_t dst = ((size_t)b * T + t) * 3 * C + h * hs + i;
-    dqkv[dst] = dq[idx];
-    dqkv[dst + C] = dk[idx];
-    dqkv[dst + 2 * C] = dv[idx];
+// q, k, v (each B, NH, T, hs) from qkv (B, T, 3, NH, hs), plus the qkv bias (the product above left it out)
+template <int P>
+__global__ void permute_qkv_kernel(floatX* q, floatX* k, floatX* v, const floatX* qkv, const floatX* bias, int T,
+                                   int NH, int hs) {
+    int t, i;
+    if (!head_pack_index<P>(T, hs, &t, &i)) return;
+    int C = NH * hs, c = blockIdx.y * hs + i;
+    size_t dst = head_offset(T, NH, hs, t, i), src = ((size_t)blockIdx.z * T + t) * 3 * C + c;
+    floatX* out[3] = {q, k, v};
+    for (int part = 0; part < 3; part++) {
+        HeadPack<P> x = *(const HeadPack<P>*)(qkv + src + part * C), b = *(const HeadPack<P>*)(bias + part * C + c);
+        for (int j = 0; j < P; j++) x.v[j] = (floatX)((float)x.v[j] + (float)b.v[j]);
+        *(HeadPack<P>*)(out[part] + dst) = x;
+    }
 }
 
-// thread per element (b, h, t, i) of inp (B, NH, T, hs): out (B, T, NH, hs) = (B, T, C)
-__global__ void unpermute_kernel(floatX* out, const floatX* inp, int B, int T, int NH, int hs) {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)B * NH * T * hs) return;
-    int i = (int)(idx % hs), t = (int)(idx / hs % T), h = (int)(idx / ((size_t)hs * T) % NH);
-    int b = (int)(idx / ((size_t)hs * T * NH));
-    out[(((size_t)b * T + t) * NH + h) * hs + i] = inp[idx];
+// dqkv (B, T, 3C) <- dq, dk, dv (each B, NH, T, hs)
+template <int P>
+__global__ void permute_qkv_backward_kernel(floatX* dqkv, const floatX* dq, const floatX* dk, const floatX* dv, int T,
+                                            int NH, int hs) {
+    int t, i;
+    if (!head_pack_index<P>(T, hs, &t, &i)) return;
+    int C = NH * hs;
+    size_t src = head_offset(T, NH, hs, t, i), dst = ((size_t)blockIdx.z * T + t) * 3 * C + blockIdx.y * hs + i;
+    copy_pack<P>(dqkv + dst, dq + src);
+    copy_pack<P>(dqkv + dst + C, dk + src);
+    copy_pack<P>(dqkv + dst + 2 * C, dv + src);
 }
 
-// thread per element (b, h, t, i) of dinp (B, NH, T, hs) <- dout (B, T, C)
-__global__ void unpermute_backward_kernel(floatX* dinp, const floatX* dout, int B, int T, int NH, int hs) {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)B * NH * T * hs) return;
-    int i = (int)(idx % hs), t = (int)(idx / hs % T), h = (int)(idx / ((size_t)hs * T) % NH);
-    int b = (int)(idx / ((size_t)hs * T * NH));
-    dinp[idx] = dout[(((size_t)b * T + t) * NH + h) * hs + i];
+// out (B, T, C) <- inp (B, NH, T, hs)
+template <int P>
+__global__ void unpermute_kernel(floatX* out, const floatX* inp, int T, int NH, int hs) {
+    int t, i;
+    if (head_pack_index<P>(T, hs, &t, &i))
+        copy_pack<P>(out + row_offset(T, NH, hs, t, i), inp + head_offset(T, NH, hs, t, i));
+}
+
+// dinp (B, NH, T, hs) <- dout (B, T, C)
+template <int P>
+__global__ void unpermute_backward_kernel(floatX* dinp, const floatX* dout, int T, int NH, int hs) {
+    int t, i;
+    if (head_pack_index<P>(T, hs, &t, &i))
+        copy_pack<P>(dinp + head_offset(T, NH, hs, t, i), dout + row_offset(T, NH, hs, t, i));
+}
+
+// Calls launch(grid, std::integral_constant<int, P>()) with the pack size that the head size and pointers allow
+template <typename Launch>
+static void launch_head_packs(int B, int T, int NH, int hs, std::initializer_list<const void*> pointers,
+                              Launch launch) {
+    bool packed = hs % ROW_PACK == 0;
+    for (const void* p : pointers) packed = packed && (uintptr_t)p % 16 == 0;
+    int P = packed ? ROW_PACK : 1;
+    dim3 grid(ceil_div((long long)T * hs / P, ELEMENTWISE_THREADS), NH, B);
+    if (packed) launch(grid, std::integral_constant<int, ROW_PACK>());
+    else launch(grid, std::integral_constant<int, 1>());
+    launchCheck();
 }
 
 // The softmax kernels give a row of att to a warp; lane l owns the packs of ROW_PACK neighbouring keys (16 bytes:
@@ -509,21 +555,18 @@ __global__ void softmax_causal_backward_kernel(floatX* datt, const floatX* att, 
     }
 }
 
-static const int ELEMENTWISE_THREADS = 256;
-static int elementwise_grid(size_t n) { return ceil_div((long long)n, ELEMENTWISE_THREADS); }
-
 static void permute_qkv(floatX* q, floatX* k, floatX* v, const floatX* qkv, const floatX* bias, int B, int T, int NH,
                         int hs) {
-    permute_qkv_kernel<<<elementwise_grid((size_t)B * T * NH * hs), ELEMENTWISE_THREADS>>>(q, k, v, qkv, bias, B, T,
-                                                                                          NH, hs);
-    launchCheck();
+    launch_head_packs(B, T, NH, hs, {q, k, v, qkv, bias}, [&](dim3 grid, auto p) {
+        permute_qkv_kernel<decltype(p)::value><<<grid, ELEMENTWISE_THREADS>>>(q, k, v, qkv, bias, T, NH, hs);
+    });
 }
 
 static void permute_qkv_backward(floatX* dqkv, const floatX* dq, const floatX* dk, const floatX* dv, int B, int T,
                                  int NH, int hs) {
-    permute_qkv_backward_kernel<<<elementwise_grid((size_t)B * T * NH * hs), ELEMENTWISE_THREADS>>>(dqkv, dq, dk, dv,
-                                                                                                   B, T, NH, hs);
-    launchCheck();
+    launch_head_packs(B, T, NH, hs, {dqkv, dq, dk, dv}, [&](dim3 grid, auto p) {
+        permute_qkv_backward_kernel<decltype(p)::value><<<grid, ELEMENTWISE_THREADS>>>(dqkv, dq, dk, dv, T, NH, hs);
+    });
 }
 
 // out (B, T, C) = attention(qkv + bias); q, k, v (each B, NH, T, hs) and att (B, NH, T, T) are kept;
@@ -531,7 +574,6 @@ static void permute_qkv_backward(floatX* dqkv, const floatX* dq, const floatX* d
 static void attention_forward(floatX* out, floatX* q, floatX* k, floatX* v, floatX* att, floatX* vaccum,
                               const floatX* qkv, const floatX* bias, int B, int T, int C, int NH) {
     int hs = C / NH;
-    size_t n = (size_t)B * T * C;
     float scale = 1.0f / sqrtf((float)hs);
     permute_qkv(q, k, v, qkv, bias, B, T, NH, hs);
     // preatt[t][t2] = scale * q_t . k_t2: column-major (T keys, T queries) = k^T q per head
@@ -543,8 +585,9 @@ static void attention_forward(floatX* out, floatX* q, floatX* k, floatX* v, floa
     // vaccum[t][i] = sum_t2 att[t][t2] v[t2][i]: column-major (hs, T) = v (hs, T) @ att^T-as-stored (T, T)
     gemm_batched(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, v, hs, (long long)T * hs, att, T, (long long)T * T, 0.0f,
                  vaccum, hs, (long long)T * hs, B * NH);
-    unpermute_kernel<<<elementwise_grid(n), ELEMENTWISE_THREADS>>>(out, vaccum, B, T, NH, hs);
-    launchCheck();
+    launch_head_packs(B, T, NH, hs, {out, vaccum}, [&](dim3 grid, auto p) {
+        unpermute_kernel<decltype(p)::value><<<grid, ELEMENTWISE_THREADS>>>(out, vaccum, T, NH, hs);
+    });
 }
 
 // From dout (B, T, C) to dqkv (B, T, 3C) (overwritten). Scratch: dvaccum (B, NH, T, hs), datt (B, NH, T, T),
@@ -553,11 +596,11 @@ static void attention_backward(floatX* dqkv, floatX* dq, floatX* dk, floatX* dv,
                                const floatX* dout, const floatX* q, const floatX* k, const floatX* v,
                                const floatX* att, int B, int T, int C, int NH) {
     int hs = C / NH;
-    size_t n = (size_t)B * T * C;
     long long sh = (long long)T * hs, st = (long long)T * T;
     float scale = 1.0f / sqrtf((float)hs);
-    unpermute_backward_kernel<<<elementwise_grid(n), ELEMENTWISE_THREADS>>>(dvaccum, dout, B, T, NH, hs);
-    launchCheck();
+    launch_head_packs(B, T, NH, hs, {dvaccum, dout}, [&](dim3 grid, auto p) {
+        unpermute_backward_kernel<decltype(p)::value><<<grid, ELEMENTWISE_THREADS>>>(dvaccum, dout, T, NH, hs);
+    });
     // through vaccum = att @ v:  datt[t][t2] = dvaccum_t . v_t2;  dv[t2] = sum_t att[t][t2] dvaccum_t
     gemm_batched(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f, v, hs, sh, dvaccum, hs, sh, 0.0f, datt, T, st, B * NH);
     gemm_batched(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, dvaccum, hs, sh, att, T, st, 0.0f, dv, hs, sh, B * NH);
