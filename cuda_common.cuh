@@ -352,6 +352,29 @@ __device__ inline void store_row(floatX* row, const float (&v)[VALS], int C) {
     }
 }
 
+// Elements i0 .. i0 + ROW_PACK - 1 of a row as floats: those below n read, the others `fill`. One 16-byte load when
+// `packed` (the row is made of whole packs and starts 16-byte aligned) and the pack lies below n.
+__device__ inline void load_pack(float (&v)[ROW_PACK], const floatX* row, int i0, int n, bool packed, float fill) {
+    if (packed && i0 + ROW_PACK <= n) {
+        RowPack pack = *(const RowPack*)(row + i0);
+        for (int k = 0; k < ROW_PACK; k++) v[k] = (float)pack.v[k];
+    } else {
+        for (int k = 0; k < ROW_PACK; k++) v[k] = i0 + k < n ? (float)row[i0 + k] : fill;
+    }
+}
+
+// elements i0 .. of a row of n from v (those below n); one 16-byte store when `packed` (n a multiple of ROW_PACK)
+__device__ inline void store_pack(floatX* row, const float (&v)[ROW_PACK], int i0, int n, bool packed) {
+    if (packed) {
+        RowPack pack;
+        for (int k = 0; k < ROW_PACK; k++) pack.v[k] = (floatX)v[k];
+        *(RowPack*)(row + i0) = pack;
+    } else {
+        for (int k = 0; k < ROW_PACK; k++)
+            if (i0 + k < n) row[i0 + k] = (floatX)v[k];
+    }
+}
+
 // Stores v and replaces it by what was stored (bf16: the rounded values; fp32: nothing changes), so that the rest
 // of a forward kernel computes with exactly the values that the backward pass (and a recomputation) reads back.
 template <int VALS>

@@ -476,29 +476,8 @@ static void launch_head_packs(int B, int T, int NH, int hs, std::initializer_lis
 
 // The softmax kernels give a row of att to a warp; lane l owns the packs of ROW_PACK neighbouring keys (16 bytes:
 // 8 in bf16, 4 in fp32) that start at j0 = l ROW_PACK, + 32 ROW_PACK, ... and moves each with one 16-byte load or
-// store when T is a multiple of ROW_PACK (the rows then start 16-byte aligned), else key by key.
-
-// keys j0 .. j0 + ROW_PACK - 1 of a row as floats: those below n read, the others `fill`
-__device__ inline void load_keys(float (&v)[ROW_PACK], const floatX* row, int j0, int n, bool packed, float fill) {
-    if (packed && j0 + ROW_PACK <= n) {
-        RowPack pack = *(const RowPack*)(row + j0);
-        for (int k = 0; k < ROW_PACK; k++) v[k] = (float)pack.v[k];
-    } else {
-        for (int k = 0; k < ROW_PACK; k++) v[k] = j0 + k < n ? (float)row[j0 + k] : fill;
-    }
-}
-
-// keys j0 .. of a row of T keys from v (those below T)
-__device__ inline void store_keys(floatX* row, const float (&v)[ROW_PACK], int j0, int T, bool packed) {
-    if (packed) {  // T is a multiple of ROW_PACK, so the whole pack lies inside the row
-        RowPack pack;
-        for (int k = 0; k < ROW_PACK; k++) pack.v[k] = (floatX)v[k];
-        *(RowPack*)(row + j0) = pack;
-    } else {
-        for (int k = 0; k < ROW_PACK; k++)
-            if (j0 + k < T) row[j0 + k] = (floatX)v[k];
-    }
-}
+// store when T is a multiple of ROW_PACK (the rows then start 16-byte aligned), else key by key (load_pack and
+// store_pack, cuda_common.cuh).
 
 // Causal softmax in place over the rows of att (B, NH, T, T): row r is query t = r % T, which sees keys 0..t;
 // the masked keys t+1..T-1 get exactly 0 (the product att @ v runs over the whole row). One pass over keys 0..t
@@ -513,7 +492,7 @@ __global__ void softmax_causal_forward_kernel(floatX* att, int rows, int T) {
     float maxv = -INFINITY, sum = 0.0f;
     for (int j0 = lane * ROW_PACK; j0 <= t; j0 += 32 * ROW_PACK) {
         float v[ROW_PACK], m = maxv;
-        load_keys(v, p, j0, t + 1, packed, -INFINITY);  // key j0 <= t: m is finite
+        load_pack(v, p, j0, t + 1, packed, -INFINITY);  // key j0 <= t: m is finite
         for (int k = 0; k < ROW_PACK; k++) m = fmaxf(m, v[k]);
         sum *= expf(maxv - m);
         for (int k = 0; k < ROW_PACK; k++) sum += expf(v[k] - m);
@@ -523,9 +502,9 @@ __global__ void softmax_causal_forward_kernel(floatX* att, int rows, int T) {
     sum = warp_sum(maxv == -INFINITY ? 0.0f : sum * expf(maxv - row_max));
     for (int j0 = lane * ROW_PACK; j0 < T; j0 += 32 * ROW_PACK) {
         float v[ROW_PACK];
-        load_keys(v, p, j0, t + 1, packed, -INFINITY);  // masked keys: exp(-inf) = 0
+        load_pack(v, p, j0, t + 1, packed, -INFINITY);  // masked keys: exp(-inf) = 0
         for (int k = 0; k < ROW_PACK; k++) v[k] = expf(v[k] - row_max) / sum;
-        store_keys(p, v, j0, T, packed);
+        store_pack(p, v, j0, T, packed);
     }
 }
 
@@ -541,17 +520,17 @@ __global__ void softmax_causal_backward_kernel(floatX* datt, const floatX* att, 
     float dot = 0.0f;
     for (int j0 = lane * ROW_PACK; j0 <= t; j0 += 32 * ROW_PACK) {
         float av[ROW_PACK], dv[ROW_PACK];
-        load_keys(av, a, j0, t + 1, packed, 0.0f);
-        load_keys(dv, d, j0, t + 1, packed, 0.0f);
+        load_pack(av, a, j0, t + 1, packed, 0.0f);
+        load_pack(dv, d, j0, t + 1, packed, 0.0f);
         for (int k = 0; k < ROW_PACK; k++) dot += av[k] * dv[k];
     }
     dot = warp_sum(dot);
     for (int j0 = lane * ROW_PACK; j0 < T; j0 += 32 * ROW_PACK) {
         float av[ROW_PACK], dv[ROW_PACK];
-        load_keys(av, a, j0, t + 1, packed, 0.0f);
-        load_keys(dv, d, j0, t + 1, packed, 0.0f);
+        load_pack(av, a, j0, t + 1, packed, 0.0f);
+        load_pack(dv, d, j0, t + 1, packed, 0.0f);
         for (int k = 0; k < ROW_PACK; k++) dv[k] = j0 + k <= t ? av[k] * (dv[k] - dot) : 0.0f;
-        store_keys(d, dv, j0, T, packed);
+        store_pack(d, dv, j0, T, packed);
     }
 }
 
@@ -653,19 +632,22 @@ __global__ void gelu_backward_kernel(floatX* dinp, const floatX* inp, const floa
 // loss = -log p[target], and with dloss != 0 the gradient dlogits = (p - onehot(target)) * dloss written over the
 // logits in place (0 for the padded ones), like llm.c's fused classifier. With dloss = 0 the logits stay.
 
-// block per row (b, t); threads stride over the vocabulary
+// block per row (b, t); thread k owns the packs of ROW_PACK neighbouring logits (16 bytes: one load or store) that
+// start at k ROW_PACK, + blockDim.x ROW_PACK, ... (logit by logit if Vp is not a multiple of ROW_PACK)
 __global__ void classifier_kernel(floatX* logits, float* losses, const int* targets, int V, int Vp, float dloss) {
     floatX* l = logits + (size_t)blockIdx.x * Vp;
-    // each thread's running max and sum of exp(l - max) over its logits, then the block's
+    bool packed = Vp % ROW_PACK == 0;
+    int stride = blockDim.x * ROW_PACK;
+    // each thread's running max and sum of exp(l - max) over its logits (the sum rescaled when the max grows),
+    // then the block's
     float maxv = -INFINITY, sum = 0.0f;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) {
-        float v = (float)l[i];
-        if (v > maxv) {
-            sum = sum * expf(maxv - v) + 1.0f;
-            maxv = v;
-        } else {
-            sum += expf(v - maxv);
-        }
+    for (int i0 = threadIdx.x * ROW_PACK; i0 < V; i0 += stride) {
+        float v[ROW_PACK], m = maxv;
+        load_pack(v, l, i0, V, packed, -INFINITY);  // the padded logits take no part
+        for (int k = 0; k < ROW_PACK; k++) m = fmaxf(m, v[k]);
+        sum *= expf(maxv - m);
+        for (int k = 0; k < ROW_PACK; k++) sum += expf(v[k] - m);
+        maxv = m;
     }
     float block_maxv = block_max(maxv);
     float s[1] = {maxv == -INFINITY ? 0.0f : sum * expf(maxv - block_maxv)};
@@ -676,19 +658,20 @@ __global__ void classifier_kernel(floatX* logits, float* losses, const int* targ
         if (threadIdx.x == 0) losses[blockIdx.x] = -logf(expf((float)l[target] - block_maxv) / total);
         return;
     }
-    for (int i = threadIdx.x; i < Vp; i += blockDim.x) {  // each logit is read, then overwritten, by its owner
-        float d = 0.0f;
-        if (i < V) {
-            float p = expf((float)l[i] - block_maxv) / total;
-            if (i == target) losses[blockIdx.x] = -logf(p);
-            d = (p - (i == target ? 1.0f : 0.0f)) * dloss;
+    for (int i0 = threadIdx.x * ROW_PACK; i0 < Vp; i0 += stride) {  // each logit read, then overwritten, by its owner
+        float v[ROW_PACK];
+        load_pack(v, l, i0, V, packed, -INFINITY);  // padded: probability 0, gradient 0
+        for (int k = 0; k < ROW_PACK; k++) {
+            float p = expf(v[k] - block_maxv) / total;
+            if (i0 + k == target) losses[blockIdx.x] = -logf(p);
+            v[k] = (p - (i0 + k == target ? 1.0f : 0.0f)) * dloss;
         }
-        l[i] = (floatX)d;
+        store_pack(l, v, i0, Vp, packed);
     }
 }
 
 static void classifier(floatX* logits, float* losses, const int* targets, int N, int V, int Vp, float dloss) {
-    int threads = std::min(1024, ceil_div(V, 32) * 32);
+    int threads = std::min(1024, ceil_div(ceil_div(V, ROW_PACK), 32) * 32);
     classifier_kernel<<<N, threads>>>(logits, losses, targets, V, Vp, dloss);
     launchCheck();
 }
