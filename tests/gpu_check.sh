@@ -8,8 +8,9 @@
 # Every step runs under a timeout, prints its exit status, and a failed step does not stop the others.
 # Needs data/kjv/kjv_{train,val}.bin (carried; not regenerated here) and doctest.h in $DOCTEST or .carry/doctest.
 # Writes $OUT/gpu_check.log (everything printed) and $OUT/summary.txt (the table); OUT defaults to /tmp/gpu_check.
-# Usage: bash tests/gpu_check.sh   (then the speed table for d12..d48 and the profile by part: bash tests/bench_gpu.sh,
-#        which uses the binaries built here)
+# Usage: bash tests/gpu_check.sh            (about 4 minutes)
+#        BENCH=1 bash tests/gpu_check.sh    (then tests/bench_gpu.sh with the binaries built here: the speed table
+#                                            for d12..d48 and the profile by part; about 8 minutes in all)
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu_check}
@@ -201,3 +202,18 @@ reldiff() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf 
     echo "exit statuses: ${STATUS[*]}"
 } | tee "$SUMMARY"
 rm -rf "$RUNS"
+
+# BENCH=1: the speed table of issue 4 too (tests/bench_gpu.sh: d12..d48 x layouts at T = 1024, then the profile by
+# part; about 4 minutes), after the summary, so that a time limit reached during it leaves the summary whole. Its
+# full output goes to $OUT/bench.txt, its table to the end of the summary.
+if [ "${BENCH:-0}" = 1 ]; then
+    step "tests/bench_gpu.sh (full output: $OUT/bench.txt)"
+    OUT= timeout 330 bash tests/bench_gpu.sh > "$OUT/bench.txt" 2>&1
+    rc=$?
+    {
+        echo
+        sed -n '/^=== /,/^(vs pre/p' "$OUT/bench.txt"
+        grep -A 12 "^ms a step over pre's" "$OUT/bench.txt"
+        echo "bench: exit status $rc (${SECONDS}s in all; the profiles by part are in $OUT/bench.txt)"
+    } | tee -a "$SUMMARY"
+fi

@@ -197,8 +197,8 @@ int main(int argc, char** argv) {
     // each layout against the first (Pre-Norm by default), part by part
     if (runs.size() > 1) {
         const Profile& base = runs[0].second;
-        printf("\nms a step over %s's, by part (and in %% of %s's step)\n%-18s", runs[0].first.c_str(),
-               runs[0].first.c_str(), "part");
+        printf("\nms a step over %s's, by part (and in %% of %s's step), %s attention\n%-18s", runs[0].first.c_str(),
+               runs[0].first.c_str(), attention == ATTENTION_FLASH ? "flash" : "materialized", "part");
         for (size_t r = 1; r < runs.size(); r++) printf(" %18s", runs[r].first.c_str());
         printf("\n");
         for (const std::string& part : base.parts) {
