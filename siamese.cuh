@@ -193,25 +193,30 @@ __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_boundary_backward_ker
     }
 }
 
-// thread per element (n, c): u = LN_in(LN_x(x) + LN_y(y)) again, from the streams and the statistics that the
-// forward kernel saved (the recomputation under -r 1; a.du, a.dx_next, ... are not used)
-__global__ void siamese_u_recompute_kernel(SiameseBoundaryGrad a, floatX* u, size_t n, int C) {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= n) return;
-    size_t row = idx / C;
-    int c = (int)(idx % C);
-    float sum = ln_apply((float)a.x[idx], a.mean[LN_X][row], a.rstd[LN_X][row], (float)a.w[LN_X][c],
-                         (float)a.b[LN_X][c]) +
-                ln_apply((float)a.y[idx], a.mean[LN_Y][row], a.rstd[LN_Y][row], (float)a.w[LN_Y][c],
-                         (float)a.b[LN_Y][c]);
-    u[idx] = (floatX)(a.use_ln_in ? ln_apply(sum, a.mean[LN_IN][row], a.rstd[LN_IN][row], (float)a.w[LN_IN][c],
-                                             (float)a.b[LN_IN][c])
-                                  : sum);
+// block per row, the row kernels' packs of channels: u = LN_in(LN_x(x) + LN_y(y)) again, from the streams and the
+// statistics that the forward kernel saved (the recomputation under -r 1; a.du, a.dx_next, ... are not used)
+template <int VALS>
+__global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_u_recompute_kernel(SiameseBoundaryGrad a, floatX* u, int C) {
+    size_t row = blockIdx.x, off = row * C;
+    float x[VALS], y[VALS];
+    load_row(x, a.x + off, C);
+    load_row(y, a.y + off, C);
+    for (int k = 0; k < VALS; k++) {
+        int i = row_channel(k);
+        if (i >= C) continue;
+        float sum = ln_apply(x[k], a.mean[LN_X][row], a.rstd[LN_X][row], (float)a.w[LN_X][i], (float)a.b[LN_X][i]) +
+                    ln_apply(y[k], a.mean[LN_Y][row], a.rstd[LN_Y][row], (float)a.w[LN_Y][i], (float)a.b[LN_Y][i]);
+        x[k] = a.use_ln_in ? ln_apply(sum, a.mean[LN_IN][row], a.rstd[LN_IN][row], (float)a.w[LN_IN][i],
+                                      (float)a.b[LN_IN][i])
+                           : sum;
+    }
+    store_row(u + off, x, C);
 }
 
 static void siamese_u_recompute(const SiameseBoundaryGrad& a, floatX* u, int N, int C) {
-    size_t n = (size_t)N * C;
-    siamese_u_recompute_kernel<<<ceil_div((long long)n, 256), 256>>>(a, u, n, C);
+    with_row_vals(C, [&](auto vals) {
+        siamese_u_recompute_kernel<decltype(vals)::value><<<N, row_threads(C)>>>(a, u, C);
+    });
     launchCheck();
 }
 

@@ -182,20 +182,27 @@ static void layernorm_backward(floatX* dinp, float* dw, float* db, const floatX*
     });
 }
 
-// thread per element (n, c): u = LN(x) again from the saved statistics (Pre-Norm's recomputation under -r 1)
-__global__ void layernorm_recompute_kernel(floatX* u, const floatX* x, const float* mean, const float* rstd,
-                                           const floatX* w, const floatX* b, size_t n, int C) {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= n) return;
-    size_t row = idx / C;
-    int c = (int)(idx % C);
-    u[idx] = (floatX)ln_apply((float)x[idx], mean[row], rstd[row], (float)w[c], (float)b[c]);
+// block per row: u = LN(x) again from the saved statistics (Pre-Norm's recomputation under -r 1), the row kernels'
+// packs of channels
+template <int VALS>
+__global__ void __launch_bounds__(MAX_ROW_THREADS)
+    layernorm_recompute_kernel(floatX* u, const floatX* x, const float* mean, const float* rstd, const floatX* w,
+                               const floatX* b, int C) {
+    size_t row = blockIdx.x, off = row * C;
+    float v[VALS];
+    load_row(v, x + off, C);
+    for (int k = 0; k < VALS; k++) {
+        int i = row_channel(k);
+        if (i < C) v[k] = ln_apply(v[k], mean[row], rstd[row], (float)w[i], (float)b[i]);
+    }
+    store_row(u + off, v, C);
 }
 
 static void layernorm_recompute(floatX* u, const floatX* x, const float* mean, const float* rstd, const floatX* w,
                                 const floatX* b, int N, int C) {
-    size_t n = (size_t)N * C;
-    layernorm_recompute_kernel<<<ceil_div((long long)n, 256), 256>>>(u, x, mean, rstd, w, b, n, C);
+    with_row_vals(C, [&](auto vals) {
+        layernorm_recompute_kernel<decltype(vals)::value><<<N, row_threads(C)>>>(u, x, mean, rstd, w, b, C);
+    });
     launchCheck();
 }
 
