@@ -318,10 +318,37 @@ static bool gemm_epilogue(cublasOperation_t, cublasOperation_t, int, int, int, c
 }
 #endif
 
-// thread per element of out (N, OC)
-__global__ void add_bias_kernel(floatX* out, const floatX* bias, size_t n, int OC) {
+// Elementwise kernels over (N, OC) arrays: thread per pack of P neighbouring elements of a row, P = ROW_PACK (16
+// bytes: one load or store) when OC is a multiple of it and every pointer is 16-byte aligned, else 1; the bias
+// index is one modulo a pack.
+static const int ELEMENTWISE_THREADS = 256;
+static int elementwise_grid(size_t n) { return ceil_div((long long)n, ELEMENTWISE_THREADS); }
+
+template <int P>
+struct alignas(P * sizeof(floatX)) Pack {
+    floatX v[P];
+};
+
+// Calls launch(grid, packs, std::integral_constant<int, P>()) for n elements in rows of OC
+template <typename Launch>
+static void launch_packs(size_t n, int OC, std::initializer_list<const void*> pointers, Launch launch) {
+    bool packed = OC % ROW_PACK == 0;
+    for (const void* p : pointers) packed = packed && (uintptr_t)p % 16 == 0;
+    size_t packs = packed ? n / ROW_PACK : n;
+    if (packed) launch(elementwise_grid(packs), packs, std::integral_constant<int, ROW_PACK>());
+    else launch(elementwise_grid(packs), packs, std::integral_constant<int, 1>());
+    launchCheck();
+}
+
+// out (N, OC) += bias
+template <int P>
+__global__ void add_bias_kernel(floatX* out, const floatX* bias, size_t packs, int OC) {
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx < n) out[idx] = (floatX)((float)out[idx] + (float)bias[idx % OC]);
+    if (idx >= packs) return;
+    Pack<P>* o = (Pack<P>*)out + idx;
+    Pack<P> x = *o, b = *(const Pack<P>*)(bias + idx * P % OC);
+    for (int j = 0; j < P; j++) x.v[j] = (floatX)((float)x.v[j] + (float)b.v[j]);
+    *o = x;
 }
 
 // bias may be null. (The qkv and fc products pass null and their consumers, the attention permute and the GELU,
@@ -332,8 +359,9 @@ static void matmul_forward(floatX* out, const floatX* inp, const floatX* weight,
         return;  // the bias in the product's epilogue
     gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, 1.0f, weight, C, inp, C, 0.0f, out, OC);
     if (bias) {
-        add_bias_kernel<<<ceil_div((long long)N * OC, 256), 256>>>(out, bias, (size_t)N * OC, OC);
-        launchCheck();
+        launch_packs((size_t)N * OC, OC, {out, bias}, [&](int grid, size_t packs, auto p) {
+            add_bias_kernel<decltype(p)::value><<<grid, ELEMENTWISE_THREADS>>>(out, bias, packs, OC);
+        });
     }
 }
 
@@ -390,18 +418,10 @@ static void matmul_backward(floatX* dinp, float* dweight, float* dbias, const fl
 // permute into (B, NH, T, hs) per head, att = causal softmax(q k^T / sqrt(hs)) by a batched product and a softmax
 // kernel, out = att @ v by a batched product, unpermute back to (B, T, C). att is kept for the backward pass.
 
-static const int ELEMENTWISE_THREADS = 256;
-static int elementwise_grid(size_t n) { return ceil_div((long long)n, ELEMENTWISE_THREADS); }
-
 // The layout changes around the attention, between rows of C = NH hs channels, (B, T, C), and head matrices,
 // (B, NH, T, hs). Thread per pack of P neighbouring channels of one head row (b, h, t): grid (packs of the head's
 // T x hs matrix, NH, B), so no thread divides a 64-bit index. P = ROW_PACK (16 bytes: one load or store) when hs is a
 // multiple of it and every pointer is 16-byte aligned, else 1.
-template <int P>
-struct alignas(P * sizeof(floatX)) HeadPack {
-    floatX v[P];
-};
-
 // this thread's head row t and first channel i; false past the end of the head matrix
 template <int P>
 __device__ inline bool head_pack_index(int T, int hs, int* t, int* i) {
@@ -420,7 +440,7 @@ __device__ inline size_t row_offset(int T, int NH, int hs, int t, int i) {
 }
 template <int P>
 __device__ inline void copy_pack(floatX* dst, const floatX* src) {
-    *(HeadPack<P>*)dst = *(const HeadPack<P>*)src;
+    *(Pack<P>*)dst = *(const Pack<P>*)src;
 }
 
 // q, k, v (each B, NH, T, hs) from qkv (B, T, 3, NH, hs), plus the qkv bias (the product above left it out)
@@ -433,9 +453,9 @@ __global__ void permute_qkv_kernel(floatX* q, floatX* k, floatX* v, const floatX
     size_t dst = head_offset(T, NH, hs, t, i), src = ((size_t)blockIdx.z * T + t) * 3 * C + c;
     floatX* out[3] = {q, k, v};
     for (int part = 0; part < 3; part++) {
-        HeadPack<P> x = *(const HeadPack<P>*)(qkv + src + part * C), b = *(const HeadPack<P>*)(bias + part * C + c);
+        Pack<P> x = *(const Pack<P>*)(qkv + src + part * C), b = *(const Pack<P>*)(bias + part * C + c);
         for (int j = 0; j < P; j++) x.v[j] = (floatX)((float)x.v[j] + (float)b.v[j]);
-        *(HeadPack<P>*)(out[part] + dst) = x;
+        *(Pack<P>*)(out[part] + dst) = x;
     }
 }
 
@@ -607,31 +627,47 @@ static void attention_backward(floatX* dqkv, floatX* dq, floatX* dk, floatX* dv,
 
 __device__ inline float gelu(float x) { return 0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x))); }
 
-// thread per element: fch += bias (kept: the backward reads it), fch_gelu = gelu(fch) of the stored fch (so that
-// a recomputation from fch gives the same numbers)
-__global__ void bias_gelu_forward_kernel(floatX* fch_gelu, floatX* fch, const floatX* bias, size_t n, int OC) {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= n) return;
-    floatX x = (floatX)((float)fch[idx] + (float)bias[idx % OC]);
-    fch[idx] = x;
-    fch_gelu[idx] = (floatX)gelu((float)x);
-}
-
-// thread per element: fch_gelu = gelu(fch), the recomputation of the backward pass under -r 1
-__global__ void gelu_forward_kernel(floatX* fch_gelu, const floatX* fch, size_t n) {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx < n) fch_gelu[idx] = (floatX)gelu((float)fch[idx]);
-}
-
-// thread per element: dinp = gelu'(inp) * dout; dinp may be dout itself
-__global__ void gelu_backward_kernel(floatX* dinp, const floatX* inp, const floatX* dout, size_t n) {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= n) return;
-    float x = (float)inp[idx];
+// the derivative of gelu at x
+__device__ inline float gelu_derivative(float x) {
     float th = tanhf(GELU_K * (x + 0.044715f * x * x * x));
     float sech2 = 1.0f - th * th;
     float du = GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
-    dinp[idx] = (floatX)((0.5f * (1.0f + th) + 0.5f * x * sech2 * du) * (float)dout[idx]);
+    return 0.5f * (1.0f + th) + 0.5f * x * sech2 * du;
+}
+
+// thread per pack (see launch_packs): fch += bias (kept: the backward reads it), fch_gelu = gelu(fch) of the stored
+// fch (so that a recomputation from fch gives the same numbers)
+template <int P>
+__global__ void bias_gelu_forward_kernel(floatX* fch_gelu, floatX* fch, const floatX* bias, size_t packs, int OC) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= packs) return;
+    Pack<P> x = ((Pack<P>*)fch)[idx], b = *(const Pack<P>*)(bias + idx * P % OC), g;
+    for (int j = 0; j < P; j++) {
+        x.v[j] = (floatX)((float)x.v[j] + (float)b.v[j]);
+        g.v[j] = (floatX)gelu((float)x.v[j]);
+    }
+    ((Pack<P>*)fch)[idx] = x;
+    ((Pack<P>*)fch_gelu)[idx] = g;
+}
+
+// thread per pack: fch_gelu = gelu(fch), the recomputation of the backward pass under -r 1
+template <int P>
+__global__ void gelu_forward_kernel(floatX* fch_gelu, const floatX* fch, size_t packs) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= packs) return;
+    Pack<P> x = ((const Pack<P>*)fch)[idx];
+    for (int j = 0; j < P; j++) x.v[j] = (floatX)gelu((float)x.v[j]);
+    ((Pack<P>*)fch_gelu)[idx] = x;
+}
+
+// thread per pack: dinp = gelu'(inp) * dout; dinp may be dout itself
+template <int P>
+__global__ void gelu_backward_kernel(floatX* dinp, const floatX* inp, const floatX* dout, size_t packs) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= packs) return;
+    Pack<P> x = ((const Pack<P>*)inp)[idx], d = ((const Pack<P>*)dout)[idx];
+    for (int j = 0; j < P; j++) d.v[j] = (floatX)(gelu_derivative((float)x.v[j]) * (float)d.v[j]);
+    ((Pack<P>*)dinp)[idx] = d;
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -1154,8 +1190,10 @@ static void mlp_block_forward(GPT2* m, int l, const floatX* u, floatX* z) {
     const floatX *fcw = p->fcw + (size_t)l * 4 * C * C, *fcb = p->fcb + (size_t)l * 4 * C;
     if (!gemm_epilogue(CUBLAS_OP_T, CUBLAS_OP_N, 4 * C, N, C, fcw, C, u, C, fch_gelu, EPILOGUE_GELU_AUX_BIAS, fcb, fch)) {
         matmul_forward(fch, u, fcw, nullptr, N, C, 4 * C);
-        bias_gelu_forward_kernel<<<elementwise_grid(n4), ELEMENTWISE_THREADS>>>(fch_gelu, fch, fcb, n4, 4 * C);
-        launchCheck();
+        launch_packs(n4, 4 * C, {fch_gelu, fch, fcb}, [&](int grid, size_t packs, auto p) {
+            auto kernel = bias_gelu_forward_kernel<decltype(p)::value>;
+            kernel<<<grid, ELEMENTWISE_THREADS>>>(fch_gelu, fch, fcb, packs, 4 * C);
+        });
     }
     matmul_forward(z, fch_gelu, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + (size_t)l * C, N, 4 * C, C);
 }
@@ -1171,8 +1209,9 @@ static void mlp_block_backward(GPT2* m, int l, const floatX* u, floatX* du, floa
     floatX* fch_gelu = m->acts.fch_gelu + (m->recompute ? 0 : (size_t)l * n4);
     profile_part("mlp");
     if (m->recompute) {  // -r 1: gelu(fch) again, into the one fch_gelu buffer
-        gelu_forward_kernel<<<elementwise_grid(n4), ELEMENTWISE_THREADS>>>(fch_gelu, fch, n4);
-        launchCheck();
+        launch_packs(n4, 4 * C, {fch_gelu, fch}, [&](int grid, size_t packs, auto p) {
+            gelu_forward_kernel<decltype(p)::value><<<grid, ELEMENTWISE_THREADS>>>(fch_gelu, fch, packs);
+        });
     }
     // dL/dfch = (dz fcprojw) * gelu'(fch): in one product (its epilogue), or a product and a kernel; then the
     // fcproj weight and bias gradients
@@ -1180,8 +1219,9 @@ static void mlp_block_backward(GPT2* m, int l, const floatX* u, floatX* du, floa
     if (!gemm_epilogue(CUBLAS_OP_N, CUBLAS_OP_N, 4 * C, N, C, fcprojw, 4 * C, dz, C, dfch, EPILOGUE_DGELU, nullptr,
                        fch)) {
         gemm(CUBLAS_OP_N, CUBLAS_OP_N, 4 * C, N, C, 1.0f, fcprojw, 4 * C, dz, C, 0.0f, dfch, 4 * C);
-        gelu_backward_kernel<<<elementwise_grid(n4), ELEMENTWISE_THREADS>>>(dfch, fch, dfch, n4);
-        launchCheck();
+        launch_packs(n4, 4 * C, {dfch, fch}, [&](int grid, size_t packs, auto p) {
+            gelu_backward_kernel<decltype(p)::value><<<grid, ELEMENTWISE_THREADS>>>(dfch, fch, dfch, packs);
+        });
     }
     matmul_backward_weights(g->fcprojw + (size_t)l * C * 4 * C, g->fcprojb + (size_t)l * C, dz, fch_gelu, N, 4 * C, C);
     matmul_backward(du, g->fcw + (size_t)l * 4 * C * C, g->fcb + (size_t)l * 4 * C, dfch, u,
