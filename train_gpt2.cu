@@ -48,17 +48,22 @@ static const char* const ATTENTION_NAMES[] = {"materialized (cuBLAS + softmax ke
 // ----------------------------------------------------------------------------------------------------------------
 // encoder: h0[n, :] = wte[tok[n], :] + wpe[n % T, :]   (n = b * T + t)
 
-// thread per element (n, c) of h0
-__global__ void encoder_forward_kernel(floatX* h0, const int* tokens, const floatX* wte, const floatX* wpe, int N,
-                                       int T, int C) {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)N * C) return;
-    int n = (int)(idx / C), c = (int)(idx % C);
-    h0[idx] = (floatX)((float)wte[(size_t)tokens[n] * C + c] + (float)wpe[(size_t)(n % T) * C + c]);
+// block per row n of h0, the row kernels' packs of channels (cuda_common.cuh)
+template <int VALS>
+__global__ void __launch_bounds__(MAX_ROW_THREADS)
+    encoder_forward_kernel(floatX* h0, const int* tokens, const floatX* wte, const floatX* wpe, int T, int C) {
+    int n = blockIdx.x;
+    float v[VALS], p[VALS];
+    load_row(v, wte + (size_t)tokens[n] * C, C);
+    load_row(p, wpe + (size_t)(n % T) * C, C);
+    for (int k = 0; k < VALS; k++) v[k] += p[k];
+    store_row(h0 + (size_t)n * C, v, C);
 }
 
 static void encoder_forward(floatX* h0, const int* tokens, const floatX* wte, const floatX* wpe, int N, int T, int C) {
-    encoder_forward_kernel<<<ceil_div((long long)N * C, 256), 256>>>(h0, tokens, wte, wpe, N, T, C);
+    with_row_vals(C, [&](auto vals) {
+        encoder_forward_kernel<decltype(vals)::value><<<N, row_threads(C)>>>(h0, tokens, wte, wpe, T, C);
+    });
     launchCheck();
 }
 
