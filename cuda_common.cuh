@@ -279,9 +279,12 @@ __device__ inline double block_sum_double(double v) { return block_reduce(v, Sum
 // gradients (sums over rows) collect in its registers and leave as one partial sum per block.
 
 static const int ROW_PACK = 16 / (int)sizeof(floatX);
-struct alignas(16) RowPack {
-    floatX v[ROW_PACK];
+// P neighbouring elements moved as one (a 16-byte load or store for P = ROW_PACK)
+template <int P>
+struct alignas(P * sizeof(floatX)) Pack {
+    floatX v[P];
 };
+typedef Pack<ROW_PACK> RowPack;
 
 // __launch_bounds__ of every row kernel: 512 threads (at most 128 registers a thread) in fp32, where a thread owns 4
 // channels; 256 (at most 255 registers) in bf16, where it owns 8 and the siamese backward kernel needs ~140. Both

@@ -323,16 +323,11 @@ static bool gemm_epilogue(cublasOperation_t, cublasOperation_t, int, int, int, c
 }
 #endif
 
-// Elementwise kernels over (N, OC) arrays: thread per pack of P neighbouring elements of a row, P = ROW_PACK (16
-// bytes: one load or store) when OC is a multiple of it and every pointer is 16-byte aligned, else 1; the bias
-// index is one modulo a pack.
+// Elementwise kernels over (N, OC) arrays: thread per Pack<P> of neighbouring elements of a row (cuda_common.cuh),
+// P = ROW_PACK (16 bytes: one load or store) when OC is a multiple of it and every pointer is 16-byte aligned, else
+// 1; the bias index is one modulo a pack.
 static const int ELEMENTWISE_THREADS = 256;
 static int elementwise_grid(size_t n) { return ceil_div((long long)n, ELEMENTWISE_THREADS); }
-
-template <int P>
-struct alignas(P * sizeof(floatX)) Pack {
-    floatX v[P];
-};
 
 // Calls launch(grid, packs, std::integral_constant<int, P>()) for n elements in rows of OC
 template <typename Launch>
