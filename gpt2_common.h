@@ -957,13 +957,12 @@ static double answer_accuracy(const AnswerSet& set, int eot, int max_len, NextTo
 // ----------------------------------------------------------------------------------------------------------------
 // the training loop both trainers share: data, model, validation, samples, checkpoints, steps, logs.
 // A trainer calls train_main<GPT2>(argc, argv) and provides, for its GPT2 type, the model functions
-//   gpt2_init_random, gpt2_build_from_checkpoint, gpt2_allocate_activations, gpt2_zero_grad, gpt2_grad_norm,
-//   gpt2_free
+//   gpt2_init_random, gpt2_build_from_checkpoint, gpt2_allocate_activations, gpt2_forward (inputs and targets:
+//   mean_loss), gpt2_zero_grad, gpt2_grad_norm, gpt2_free
 // and these hooks (found when train_main is instantiated):
 //   train_backend_init(m, o)                     check the flags that concern the backend, start it
 //   train_micro_step(m, in, tg, B, T, scale)     forward and backward of one micro-batch, gradients of
 //                                                scale * mean loss accumulated; returns the loss (maybe not finite)
-//   train_eval_loss(m, in, tg, B, T)             forward only; returns the mean loss
 //   train_next_token_probs(m, tokens, n, &p)     p = the model's distribution of the token after tokens[0..n)
 //   train_update(m, o, lr, grad_scale, t)        one AdamW step (t counts from 1)
 //   train_params_finite(m)                       all parameters finite?
@@ -984,7 +983,8 @@ static double validation_loss(Model* model, DataLoader* val, int max_batches) {
     double sum = 0;
     for (int i = 0; i < batches; i++) {
         dataloader_next_batch(val);
-        sum += train_eval_loss(model, val->inputs.data(), val->targets.data(), val->B, val->T);
+        gpt2_forward(model, val->inputs.data(), val->targets.data(), val->B, val->T);
+        sum += model->mean_loss;
     }
     return sum / batches;
 }

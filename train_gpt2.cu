@@ -1384,11 +1384,6 @@ static double train_micro_step(GPT2* m, const int* inputs, const int* targets, i
     return m->mean_loss;
 }
 
-static double train_eval_loss(GPT2* m, const int* inputs, const int* targets, int B, int T) {
-    gpt2_forward(m, inputs, targets, B, T);
-    return m->mean_loss;
-}
-
 // the softmax of the V real logits at the last position, on the host in double
 static void train_next_token_probs(GPT2* m, const int* tokens, int n, std::vector<double>* probs) {
     gpt2_forward(m, tokens, nullptr, 1, n);
