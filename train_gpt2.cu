@@ -70,24 +70,26 @@ static void encoder_forward(floatX* h0, const int* tokens, const floatX* wte, co
 // The wte gradient without atomics: the host groups the positions of the batch by token (a stable counting sort),
 // and one thread per (token, channel) adds up that token's rows in position order. Packed into one int array:
 // ids (U distinct tokens), starts (U + 1), rows (N): the positions of token ids[u] are rows[starts[u] .. starts[u+1]).
-static int build_token_index(const std::vector<int>& tokens, int V, std::vector<int>* packed) {
-    int N = (int)tokens.size();
-    std::vector<int> count(V, 0), next(V, 0), ids, starts;
-    for (int tok : tokens) count[tok]++;
-    for (int v = 0, pos = 0; v < V; v++) {
-        if (!count[v]) continue;
-        ids.push_back(v);
-        starts.push_back(pos);
+// count (V) is scratch; both vectors keep their storage from call to call. Returns U.
+static int build_token_index(const int* tokens, int N, int V, std::vector<int>* count, std::vector<int>* packed) {
+    std::vector<int>& next = *count;  // the count of each token, then where its next position goes
+    next.assign(V, 0);
+    for (int n = 0; n < N; n++) next[tokens[n]]++;
+    int U = 0;
+    for (int v = 0; v < V; v++) U += next[v] > 0;
+    packed->resize(2 * (size_t)U + 1 + N);
+    int *ids = packed->data(), *starts = ids + U, *rows = starts + U + 1;
+    for (int v = 0, u = 0, pos = 0; v < V; v++) {
+        if (!next[v]) continue;
+        ids[u] = v;
+        starts[u++] = pos;
+        int c = next[v];
         next[v] = pos;
-        pos += count[v];
+        pos += c;
     }
-    starts.push_back(N);
-    std::vector<int> rows(N);
+    starts[U] = N;
     for (int n = 0; n < N; n++) rows[next[tokens[n]]++] = n;
-    packed->assign(ids.begin(), ids.end());
-    packed->insert(packed->end(), starts.begin(), starts.end());
-    packed->insert(packed->end(), rows.begin(), rows.end());
-    return (int)ids.size();
+    return U;
 }
 
 // block (u, chunk of 256 channels): thread owns channel c of the u-th distinct token
@@ -862,11 +864,13 @@ struct GPT2 {
     int batch_size, seq_len;  // the shape the activations were allocated for
     int B, T;                 // the shape of the last forward pass
     int *inputs, *targets;    // (B, T) on the device
-    int* token_index;         // (3 B T + 1) on the device, see build_token_index
+    int* token_index;         // (3 B T + 1) on the device, see build_token_index; by each training forward pass
+    int index_tokens;         // its U, the distinct tokens of the batch
     int recompute = 0;        // -r 1: recompute u and fch_gelu in the backward pass (set before the first forward)
     int attention = DEFAULT_ATTENTION;  // ATTENTION_MATERIALIZED or ATTENTION_FLASH (set before the first forward)
-    std::vector<int> host_inputs, host_index;
+    std::vector<int> host_count, host_index;  // build_token_index's scratch and result
     std::vector<float> host_losses;
+    std::vector<double> host_partials;         // sum_of_squares' partial sums
     float mean_loss;  // of the last forward pass with targets; -1 without
     int has_dlogits;  // the last forward pass left dlogits for gpt2_backward
 };
@@ -926,9 +930,14 @@ static void gpt2_build_from_checkpoint(GPT2* model, const char* path) {
 }
 
 template <typename T>
+static void download(std::vector<T>* host, const T* device, size_t n) {  // into host, resized (its storage kept)
+    host->resize(n);
+    cudaCheck(cudaMemcpy(host->data(), device, n * sizeof(T), cudaMemcpyDeviceToHost));
+}
+template <typename T>
 static std::vector<T> download(const T* device, size_t n) {
-    std::vector<T> host(n);
-    cudaCheck(cudaMemcpy(host.data(), device, n * sizeof(T), cudaMemcpyDeviceToHost));
+    std::vector<T> host;
+    download(&host, device, n);
     return host;
 }
 
@@ -1242,7 +1251,6 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     m->B = B;
     m->T = T;
     int C = c.channels, N = B * T, L = c.num_layers;
-    m->host_inputs.assign(inputs, inputs + N);
     profile_part("copies and syncs");
     cudaCheck(cudaMemcpy(m->inputs, inputs, (size_t)N * sizeof(int), cudaMemcpyHostToDevice));
     if (targets) cudaCheck(cudaMemcpy(m->targets, targets, (size_t)N * sizeof(int), cudaMemcpyHostToDevice));
@@ -1264,7 +1272,12 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
         float dloss = grad_loss_scale > 0 ? grad_loss_scale / N : 0.0f;  // d(scale * mean loss) / d(loss of a row)
         classifier(a->logits, a->losses, m->targets, N, c.vocab_size, c.padded_vocab_size, dloss);
         profile_part("copies and syncs");
-        m->host_losses = download(a->losses, N);
+        if (dloss > 0) {  // the backward pass's wte index, built while the GPU runs the forward pass
+            m->index_tokens = build_token_index(inputs, N, c.vocab_size, &m->host_count, &m->host_index);
+            cudaCheck(cudaMemcpy(m->token_index, m->host_index.data(), m->host_index.size() * sizeof(int),
+                                 cudaMemcpyHostToDevice));
+        }
+        download(&m->host_losses, a->losses, N);
         double sum = 0;
         for (int i = 0; i < N; i++) sum += m->host_losses[i];
         m->mean_loss = (float)(sum / N);
@@ -1298,12 +1311,8 @@ static void gpt2_backward(GPT2* m) {
         boundary_backward(m, s);
     }
     // dx now holds dL/dh0 (siamese: both streams' share, added by boundary 0)
-    profile_part("copies and syncs");
-    int U = build_token_index(m->host_inputs, c.vocab_size, &m->host_index);
-    cudaCheck(cudaMemcpy(m->token_index, m->host_index.data(), m->host_index.size() * sizeof(int),
-                         cudaMemcpyHostToDevice));
     profile_part("embedding");
-    encoder_backward(m->grads.wte, m->grads.wpe, a->dx, m->token_index, U, B, T, C);
+    encoder_backward(m->grads.wte, m->grads.wpe, a->dx, m->token_index, m->index_tokens, B, T, C);
     m->has_dlogits = 0;
 }
 
@@ -1321,9 +1330,9 @@ static double flops_per_token(const GPT2* m, int T) {
 static double sum_of_squares(GPT2* m, const float* p) {
     sum_squares_kernel<<<NORM_BLOCKS, NORM_THREADS>>>(m->norm_partials, p, m->num_parameters);
     launchCheck();
-    std::vector<double> partial = download(m->norm_partials, NORM_BLOCKS);
+    download(&m->host_partials, m->norm_partials, NORM_BLOCKS);
     double total = 0;
-    for (double s : partial) total += s;
+    for (double s : m->host_partials) total += s;
     return total;
 }
 
