@@ -79,6 +79,30 @@ __device__ inline void load_tile_btc(float* dst, const floatX* src, int r0, int 
     }
 }
 
+// sum over the FLASH_TILE rows i of a tile in shared memory of w[i] * tile[i][d]: a warp's row of 32 weights (p or
+// ds) times channel d of the tile (v, dout, q or k)
+__device__ inline float weighted_tile_sum(const float* w, const float* tile, int stride, int d) {
+    float s = 0.0f;
+    for (int i = 0; i < FLASH_TILE; i++) s += w[i] * tile[i * stride + d];
+    return s;
+}
+
+// a warp's accumulator rows (row j: head row r0 + j; lane owns channels lane + 32 e) times scale into a (T, hs)
+// head matrix; rows past T are skipped
+__device__ inline void store_warp_rows(floatX* dst, const float (&acc)[FLASH_ROWS_PER_WARP][FLASH_DIMS], int r0,
+                                       int T, int hs, float scale) {
+    int lane = threadIdx.x % 32;
+    #pragma unroll
+    for (int j = 0; j < FLASH_ROWS_PER_WARP; j++) {
+        if (r0 + j >= T) continue;
+        #pragma unroll
+        for (int e = 0; e < FLASH_DIMS; e++) {
+            int d = lane + 32 * e;
+            if (d < hs) dst[(size_t)(r0 + j) * hs + d] = (floatX)(scale * acc[j][e]);
+        }
+    }
+}
+
 // ----------------------------------------------------------------------------------------------------------------
 // forward: block (query tile, h, b) owns FLASH_OWN queries; key tiles of 32 from 0 up to its last query.
 // Shared: Qs (FLASH_OWN rows), Ks and Vs (32 rows each), Ps (a row of 32 weights per warp).
@@ -124,9 +148,7 @@ __global__ void __launch_bounds__(FLASH_WARPS * 32)
             for (int e = 0; e < FLASH_DIMS; e++) {
                 int d = lane + 32 * e;
                 if (d >= hs) break;
-                float acc = 0.0f;
-                for (int i = 0; i < FLASH_TILE; i++) acc += Ps[warp * 32 + i] * Vs[i * stride + d];
-                o[j][e] = o[j][e] * correction + acc;
+                o[j][e] = o[j][e] * correction + weighted_tile_sum(Ps + warp * 32, Vs, stride, d);
             }
             __syncwarp();  // Ps is rewritten by the next row
         }
@@ -209,7 +231,7 @@ __global__ void __launch_bounds__(FLASH_WARPS * 32)
             for (int e = 0; e < FLASH_DIMS; e++) {
                 int d = lane + 32 * e;
                 if (d >= hs) break;
-                float sv = 0.0f, sk = 0.0f;
+                float sv = 0.0f, sk = 0.0f;  // both sums in one pass over the tile
                 for (int ii = 0; ii < FLASH_TILE; ii++) {
                     sv += Ps[warp * 32 + ii] * dOs[ii * stride + d];
                     sk += dSs[warp * 32 + ii] * Qs[ii * stride + d];
@@ -220,18 +242,8 @@ __global__ void __launch_bounds__(FLASH_WARPS * 32)
             __syncwarp();
         }
     }
-    #pragma unroll
-    for (int j = 0; j < FLASH_ROWS_PER_WARP; j++) {
-        int key = k0 + warp * FLASH_ROWS_PER_WARP + j;
-        if (key >= T) continue;
-        #pragma unroll
-        for (int e = 0; e < FLASH_DIMS; e++) {
-            int d = lane + 32 * e;
-            if (d >= hs) break;
-            dk[(head + key) * hs + d] = (floatX)(scale * dk_acc[j][e]);
-            dv[(head + key) * hs + d] = (floatX)dv_acc[j][e];
-        }
-    }
+    store_warp_rows(dk + head * hs, dk_acc, k0 + warp * FLASH_ROWS_PER_WARP, T, hs, scale);
+    store_warp_rows(dv + head * hs, dv_acc, k0 + warp * FLASH_ROWS_PER_WARP, T, hs, 1.0f);
 }
 
 // backward, step 3: block (query tile, h, b) owns FLASH_OWN queries and walks their key tiles: dq.
@@ -282,23 +294,12 @@ __global__ void __launch_bounds__(FLASH_WARPS * 32)
             for (int e = 0; e < FLASH_DIMS; e++) {
                 int d = lane + 32 * e;
                 if (d >= hs) break;
-                float acc = 0.0f;
-                for (int kk = 0; kk < FLASH_TILE; kk++) acc += dSs[warp * 32 + kk] * Ks[kk * stride + d];
-                dq_acc[j][e] += acc;
+                dq_acc[j][e] += weighted_tile_sum(dSs + warp * 32, Ks, stride, d);
             }
             __syncwarp();
         }
     }
-    #pragma unroll
-    for (int j = 0; j < FLASH_ROWS_PER_WARP; j++) {
-        int t = q0 + warp * FLASH_ROWS_PER_WARP + j;
-        if (t >= T) continue;
-        #pragma unroll
-        for (int e = 0; e < FLASH_DIMS; e++) {
-            int d = lane + 32 * e;
-            if (d < hs) dq[(head + t) * hs + d] = (floatX)(scale * dq_acc[j][e]);
-        }
-    }
+    store_warp_rows(dq + head * hs, dq_acc, q0 + warp * FLASH_ROWS_PER_WARP, T, hs, scale);
 }
 
 #if FLASH_TENSOR_CORES
