@@ -123,14 +123,7 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, c
 #pragma omp parallel for collapse(2)
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
-            double s = 0;
-            for (int p = 0; p < k; p++) {
-                double x = d->ta == CUBLAS_OP_N ? emu_get(A, i + (size_t)p * la->ld, la->type)
-                                                : emu_get(A, p + (size_t)i * la->ld, la->type);
-                double y = d->tb == CUBLAS_OP_N ? emu_get(B, p + (size_t)j * lb->ld, lb->type)
-                                                : emu_get(B, j + (size_t)p * lb->ld, lb->type);
-                s += x * y;
-            }
+            double s = emu_dot(d->ta, d->tb, i, j, k, A, la->type, la->ld, B, lb->type, lb->ld);
             size_t c = i + (size_t)j * ld->ld;
             float acc = (float)(b == 0.0f ? a * s : a * s + b * emu_get(D, c, ld->type));
             if (d->epilogue == CUBLASLT_EPILOGUE_BIAS) {

@@ -25,6 +25,17 @@ inline void emu_put(void* p, size_t i, cudaDataType_t t, double v) {
     if (t == CUDA_R_16BF) ((__nv_bfloat16*)p)[i] = __nv_bfloat16((float)v);
     else ((float*)p)[i] = (float)v;
 }
+// element (i, j) of op(A) op(B), column-major, in double: the definition of every product the emulator runs
+inline double emu_dot(cublasOperation_t ta, cublasOperation_t tb, int i, int j, int k, const void* A,
+                      cudaDataType_t at, size_t lda, const void* B, cudaDataType_t bt, size_t ldb) {
+    double s = 0;
+    for (int p = 0; p < k; p++) {
+        double a = ta == CUBLAS_OP_N ? emu_get(A, i + (size_t)p * lda, at) : emu_get(A, p + (size_t)i * lda, at);
+        double b = tb == CUBLAS_OP_N ? emu_get(B, p + (size_t)j * ldb, bt) : emu_get(B, j + (size_t)p * ldb, bt);
+        s += a * b;
+    }
+    return s;
+}
 inline void emu_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, const void* A,
                      cudaDataType_t at, int lda, const void* B, cudaDataType_t bt, int ldb, float beta, void* C,
                      cudaDataType_t ct, int ldc) {
@@ -32,12 +43,7 @@ inline void emu_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, i
 #pragma omp parallel for collapse(2)
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
-            double s = 0;
-            for (int p = 0; p < k; p++) {
-                double a = ta == CUBLAS_OP_N ? emu_get(A, i + (size_t)p * lda, at) : emu_get(A, p + (size_t)i * lda, at);
-                double b = tb == CUBLAS_OP_N ? emu_get(B, p + (size_t)j * ldb, bt) : emu_get(B, j + (size_t)p * ldb, bt);
-                s += a * b;
-            }
+            double s = emu_dot(ta, tb, i, j, k, A, at, lda, B, bt, ldb);
             size_t c = i + (size_t)j * ldc;
             emu_put(C, c, ct, beta == 0.0f ? alpha * s : alpha * s + beta * emu_get(C, c, ct));
         }
