@@ -125,7 +125,7 @@ static void encoder_backward(float* dwte, float* dwpe, const floatX* dh0, const 
 // Pre:  x_b = x_{b-1} + z;  u_b = LN(x_b).       Post:  sum = x_{b-1} + z;  x_b = LN(sum).
 // Caches mean and rstd per row; the backward re-reads res (x_b for pre, sum for post).
 
-// block per row (blockIdx.x); thread t owns channels t + k * blockDim.x. add and res may be null (no residual
+// block per row (blockIdx.x); thread t owns the channels row_channel(k). add and res may be null (no residual
 // add, res not stored).
 template <int VALS>
 __global__ void __launch_bounds__(MAX_ROW_THREADS)
@@ -331,11 +331,17 @@ static bool gemm_epilogue(cublasOperation_t, cublasOperation_t, int, int, int, c
 static const int ELEMENTWISE_THREADS = 256;
 static int elementwise_grid(size_t n) { return ceil_div((long long)n, ELEMENTWISE_THREADS); }
 
+// whether a kernel may move 16-byte packs: rows of whole packs, every pointer 16-byte aligned
+static bool can_pack(int row_length, std::initializer_list<const void*> pointers) {
+    bool packed = row_length % ROW_PACK == 0;
+    for (const void* p : pointers) packed = packed && (uintptr_t)p % 16 == 0;
+    return packed;
+}
+
 // Calls launch(grid, packs, std::integral_constant<int, P>()) for n elements in rows of OC
 template <typename Launch>
 static void launch_packs(size_t n, int OC, std::initializer_list<const void*> pointers, Launch launch) {
-    bool packed = OC % ROW_PACK == 0;
-    for (const void* p : pointers) packed = packed && (uintptr_t)p % 16 == 0;
+    bool packed = can_pack(OC, pointers);
     size_t packs = packed ? n / ROW_PACK : n;
     if (packed) launch(elementwise_grid(packs), packs, std::integral_constant<int, ROW_PACK>());
     else launch(elementwise_grid(packs), packs, std::integral_constant<int, 1>());
@@ -494,8 +500,7 @@ __global__ void unpermute_backward_kernel(floatX* dinp, const floatX* dout, int 
 template <typename Launch>
 static void launch_head_packs(int B, int T, int NH, int hs, std::initializer_list<const void*> pointers,
                               Launch launch) {
-    bool packed = hs % ROW_PACK == 0;
-    for (const void* p : pointers) packed = packed && (uintptr_t)p % 16 == 0;
+    bool packed = can_pack(hs, pointers);
     int P = packed ? ROW_PACK : 1;
     dim3 grid(ceil_div((long long)T * hs / P, ELEMENTWISE_THREADS), NH, B);
     if (packed) launch(grid, std::integral_constant<int, ROW_PACK>());
