@@ -69,7 +69,7 @@ struct SiameseBoundary {
     int use_ln_in;            // 0 under --no-ln-in: u = xh + LN_y(y)
 };
 
-// block per row (blockIdx.x); thread t owns channels t + k * blockDim.x (see the row building blocks)
+// block per row (blockIdx.x); thread t owns the channels row_channel(k) (see the row building blocks)
 template <int VALS>
 __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_boundary_forward_kernel(SiameseBoundary a, int C) {
     int row = blockIdx.x;
@@ -132,7 +132,21 @@ struct SiameseBoundaryGrad {
     float inv_c;              // 1/c_l of the block of sub-layer b-1
 };
 
-// Block per row, striding over the rows by gridDim.x; thread t owns channels t + k * blockDim.x in every row and
+// The forward's sum = LN_x(x) + LN_y(y) of row `row` again, from its streams x, y (the row kernels' channels) and
+// the saved statistics: the backward kernel and the -r 1 recomputation of u both start from it
+template <int VALS>
+__device__ inline void siamese_recompute_sum(float (&sum)[VALS], const float (&x)[VALS], const float (&y)[VALS],
+                                             const SiameseBoundaryGrad& a, int row, int C) {
+    float mx = a.mean[LN_X][row], rx = a.rstd[LN_X][row], my = a.mean[LN_Y][row], ry = a.rstd[LN_Y][row];
+    for (int k = 0; k < VALS; k++) {
+        int i = row_channel(k);
+        sum[k] = i < C ? ln_apply(x[k], mx, rx, (float)a.w[LN_X][i], (float)a.b[LN_X][i]) +
+                             ln_apply(y[k], my, ry, (float)a.w[LN_Y][i], (float)a.b[LN_Y][i])
+                       : 0.0f;
+    }
+}
+
+// Block per row, striding over the rows by gridDim.x; thread t owns the channels row_channel(k) in every row and
 // sums the six LayerNorm parameter gradients (gain and shift of LN_x, LN_y, LN_in) of its channels in registers;
 // they leave as gpu.partials[block][6][C], added up by reduce_partials.
 template <int VALS>
@@ -147,14 +161,8 @@ __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_boundary_backward_ker
         load_row(x, a.x + off, C);
         load_row(y, a.y + off, C);
         load_row(du, a.du + off, C);
-        // recompute the forward's sum = LN_x(x) + LN_y(y) from the saved statistics
+        siamese_recompute_sum(sum, x, y, a, row, C);
         float mx = a.mean[LN_X][row], rx = a.rstd[LN_X][row], my = a.mean[LN_Y][row], ry = a.rstd[LN_Y][row];
-        for (int k = 0; k < VALS; k++) {
-            int i = row_channel(k);
-            sum[k] = i < C ? ln_apply(x[k], mx, rx, (float)a.w[LN_X][i], (float)a.b[LN_X][i]) +
-                                 ln_apply(y[k], my, ry, (float)a.w[LN_Y][i], (float)a.b[LN_Y][i])
-                           : 0.0f;
-        }
         // ds = LN_in'(du)
         float ds[VALS];
         if (a.use_ln_in) {
@@ -198,19 +206,17 @@ __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_boundary_backward_ker
 template <int VALS>
 __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_u_recompute_kernel(SiameseBoundaryGrad a, floatX* u, int C) {
     size_t row = blockIdx.x, off = row * C;
-    float x[VALS], y[VALS];
+    float x[VALS], y[VALS], sum[VALS];
     load_row(x, a.x + off, C);
     load_row(y, a.y + off, C);
-    for (int k = 0; k < VALS; k++) {
-        int i = row_channel(k);
-        if (i >= C) continue;
-        float sum = ln_apply(x[k], a.mean[LN_X][row], a.rstd[LN_X][row], (float)a.w[LN_X][i], (float)a.b[LN_X][i]) +
-                    ln_apply(y[k], a.mean[LN_Y][row], a.rstd[LN_Y][row], (float)a.w[LN_Y][i], (float)a.b[LN_Y][i]);
-        x[k] = a.use_ln_in ? ln_apply(sum, a.mean[LN_IN][row], a.rstd[LN_IN][row], (float)a.w[LN_IN][i],
-                                      (float)a.b[LN_IN][i])
-                           : sum;
-    }
-    store_row(u + off, x, C);
+    siamese_recompute_sum(sum, x, y, a, (int)row, C);
+    if (a.use_ln_in)
+        for (int k = 0; k < VALS; k++) {
+            int i = row_channel(k);
+            if (i < C) sum[k] = ln_apply(sum[k], a.mean[LN_IN][row], a.rstd[LN_IN][row], (float)a.w[LN_IN][i],
+                                         (float)a.b[LN_IN][i]);
+        }
+    store_row(u + off, sum, C);
 }
 
 static void siamese_u_recompute(const SiameseBoundaryGrad& a, floatX* u, int N, int C) {
