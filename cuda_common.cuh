@@ -326,38 +326,10 @@ static int row_grid(Kernel kernel, int threads, int rows) {
 }
 static size_t row_partials_floats(int C, int arrays) { return (size_t)gpu.sms * MAX_ROW_BLOCKS_PER_SM * arrays * C; }
 
-template <int VALS>
-__device__ inline void load_row(float (&v)[VALS], const floatX* row, int C) {
-    static_assert(VALS % ROW_PACK == 0, "whole packs");
-    for (int k0 = 0; k0 < VALS; k0 += ROW_PACK) {
-        int i0 = row_channel(k0);
-        if (C % ROW_PACK == 0 && i0 < C) {  // the whole pack lies inside the row: one 16-byte load
-            RowPack pack = *(const RowPack*)(row + i0);
-            for (int j = 0; j < ROW_PACK; j++) v[k0 + j] = (float)pack.v[j];
-        } else {
-            for (int j = 0; j < ROW_PACK; j++) v[k0 + j] = i0 + j < C ? (float)row[i0 + j] : 0.0f;
-        }
-    }
-}
-
-template <int VALS>
-__device__ inline void store_row(floatX* row, const float (&v)[VALS], int C) {
-    for (int k0 = 0; k0 < VALS; k0 += ROW_PACK) {
-        int i0 = row_channel(k0);
-        if (C % ROW_PACK == 0 && i0 < C) {  // one 16-byte store
-            RowPack pack;
-            for (int j = 0; j < ROW_PACK; j++) pack.v[j] = (floatX)v[k0 + j];
-            *(RowPack*)(row + i0) = pack;
-        } else {
-            for (int j = 0; j < ROW_PACK; j++)
-                if (i0 + j < C) row[i0 + j] = (floatX)v[k0 + j];
-        }
-    }
-}
-
-// Elements i0 .. i0 + ROW_PACK - 1 of a row as floats: those below n read, the others `fill`. One 16-byte load when
-// `packed` (the row is made of whole packs and starts 16-byte aligned) and the pack lies below n.
-__device__ inline void load_pack(float (&v)[ROW_PACK], const floatX* row, int i0, int n, bool packed, float fill) {
+// Elements i0 .. i0 + ROW_PACK - 1 of a row into v[0 .. ROW_PACK - 1] as floats: those below n read, the others
+// `fill`. One 16-byte load when `packed` (the row is made of whole packs and starts 16-byte aligned) and the pack
+// lies below n.
+__device__ inline void load_pack(float* v, const floatX* row, int i0, int n, bool packed, float fill) {
     if (packed && i0 + ROW_PACK <= n) {
         RowPack pack = *(const RowPack*)(row + i0);
         for (int k = 0; k < ROW_PACK; k++) v[k] = (float)pack.v[k];
@@ -366,8 +338,9 @@ __device__ inline void load_pack(float (&v)[ROW_PACK], const floatX* row, int i0
     }
 }
 
-// elements i0 .. of a row of n from v (those below n); one 16-byte store when `packed` (n a multiple of ROW_PACK)
-__device__ inline void store_pack(floatX* row, const float (&v)[ROW_PACK], int i0, int n, bool packed) {
+// elements i0 (< n) .. of a row of n from v[0 .. ROW_PACK - 1] (those below n); one 16-byte store when `packed`
+// (n a multiple of ROW_PACK)
+__device__ inline void store_pack(floatX* row, const float* v, int i0, int n, bool packed) {
     if (packed) {
         RowPack pack;
         for (int k = 0; k < ROW_PACK; k++) pack.v[k] = (floatX)v[k];
@@ -376,6 +349,20 @@ __device__ inline void store_pack(floatX* row, const float (&v)[ROW_PACK], int i
         for (int k = 0; k < ROW_PACK; k++)
             if (i0 + k < n) row[i0 + k] = (floatX)v[k];
     }
+}
+
+// the thread's VALS channels of a row of C (0 past C), pack by pack
+template <int VALS>
+__device__ inline void load_row(float (&v)[VALS], const floatX* row, int C) {
+    static_assert(VALS % ROW_PACK == 0, "whole packs");
+    for (int k0 = 0; k0 < VALS; k0 += ROW_PACK)
+        load_pack(v + k0, row, row_channel(k0), C, C % ROW_PACK == 0, 0.0f);
+}
+
+template <int VALS>
+__device__ inline void store_row(floatX* row, const float (&v)[VALS], int C) {
+    for (int k0 = 0; k0 < VALS; k0 += ROW_PACK)
+        if (row_channel(k0) < C) store_pack(row, v + k0, row_channel(k0), C, C % ROW_PACK == 0);
 }
 
 // Stores v and replaces it by what was stored (bf16: the rounded values; fp32: nothing changes), so that the rest
