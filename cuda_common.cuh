@@ -9,7 +9,8 @@ cuda_common.cuh: what every kernel file of the CUDA trainer shares.
   - profile_part: the marks that tools/profile_gpu.cu times a step's parts by
   - warp and block reductions
   - the row building blocks: a LayerNorm over one row of C channels held in the registers of one block (moved
-    16 bytes at a time), forward and backward. Pre-Norm, Post-Norm (train_gpt2.cu) and SiameseNorm (siamese.cuh) are all built from these.
+    16 bytes at a time), forward and backward. Pre-Norm, Post-Norm (train_gpt2.cu) and SiameseNorm (siamese.cuh)
+    are all built from these.
   - the second stage of every deterministic reduction: per-block partial sums added up in a fixed order
 
 Reductions never use atomics: a run repeats bit for bit on the same GPU.
