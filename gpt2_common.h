@@ -20,6 +20,7 @@ Nothing here depends on the scalar type of the model math. The formats are docum
 #include <cstring>
 #include <ctime>
 #include <algorithm>
+#include <initializer_list>
 #include <string>
 #include <thread>
 #include <vector>
@@ -146,8 +147,10 @@ template <typename T>
 struct TensorSpecT {
     const char* name;  // as in the checkpoint tensor list
     T** ptr;           // which pointer of ParameterTensorsT it fills
-    size_t size;       // number of elements
+    size_t size;       // number of elements: the product of the shape
     int decay;         // weight decay applies (2-D weight matrices only)
+    int ndim;          // 1..3: (C), (L, C), (Vp, C), (L, 3C, C), ...
+    size_t shape[3];
 };
 
 // The tensors of a layout in checkpoint order. Pre-Norm is llm.c's exact order, so GPT-2 files load unchanged.
@@ -155,8 +158,14 @@ template <typename T>
 static std::vector<TensorSpecT<T>> parameter_specs(const GPT2Config& c, ParameterTensorsT<T>* p) {
     size_t C = c.channels, L = c.num_layers, Vp = c.padded_vocab_size, maxT = c.max_seq_len;
     std::vector<TensorSpecT<T>> s;
-    s.push_back({"wte", &p->wte, Vp * C, 1});
-    s.push_back({"wpe", &p->wpe, maxT * C, 1});
+    auto add = [&](const char* name, T** ptr, int decay, std::initializer_list<size_t> shape) {
+        TensorSpecT<T> t = {name, ptr, 1, decay, (int)shape.size(), {0, 0, 0}};
+        int i = 0;
+        for (size_t d : shape) t.size *= d, t.shape[i++] = d;
+        s.push_back(t);
+    };
+    add("wte", &p->wte, 1, {Vp, C});
+    add("wpe", &p->wpe, 1, {maxT, C});
     static const char* const SIAMESE_LN[2][3][2] = {{{"ln1xw", "ln1xb"}, {"ln1yw", "ln1yb"}, {"ln1iw", "ln1ib"}},
                                                     {{"ln2xw", "ln2xb"}, {"ln2yw", "ln2yb"}, {"ln2iw", "ln2ib"}}};
     static const char* const PLAIN_LN[2][2] = {{"ln1w", "ln1b"}, {"ln2w", "ln2b"}};
@@ -164,29 +173,29 @@ static std::vector<TensorSpecT<T>> parameter_specs(const GPT2Config& c, Paramete
         for (int j = 0; j < ln_slots(c); j++) {
             const char* wname = c.norm == NORM_SIAMESE ? SIAMESE_LN[k][j][0] : PLAIN_LN[k][0];
             const char* bname = c.norm == NORM_SIAMESE ? SIAMESE_LN[k][j][1] : PLAIN_LN[k][1];
-            s.push_back({wname, &p->lnw[k][j], L * C, 0});
-            s.push_back({bname, &p->lnb[k][j], L * C, 0});
+            add(wname, &p->lnw[k][j], 0, {L, C});
+            add(bname, &p->lnb[k][j], 0, {L, C});
         }
         if (k == 0) {
-            s.push_back({"qkvw", &p->qkvw, L * 3 * C * C, 1});
-            s.push_back({"qkvb", &p->qkvb, L * 3 * C, 0});
-            s.push_back({"attprojw", &p->attprojw, L * C * C, 1});
-            s.push_back({"attprojb", &p->attprojb, L * C, 0});
+            add("qkvw", &p->qkvw, 1, {L, 3 * C, C});
+            add("qkvb", &p->qkvb, 0, {L, 3 * C});
+            add("attprojw", &p->attprojw, 1, {L, C, C});
+            add("attprojb", &p->attprojb, 0, {L, C});
         } else {
-            s.push_back({"fcw", &p->fcw, L * 4 * C * C, 1});
-            s.push_back({"fcb", &p->fcb, L * 4 * C, 0});
-            s.push_back({"fcprojw", &p->fcprojw, L * C * 4 * C, 1});
-            s.push_back({"fcprojb", &p->fcprojb, L * C, 0});
+            add("fcw", &p->fcw, 1, {L, 4 * C, C});
+            add("fcb", &p->fcb, 0, {L, 4 * C});
+            add("fcprojw", &p->fcprojw, 1, {L, C, 4 * C});
+            add("fcprojb", &p->fcprojb, 0, {L, C});
         }
     }
     if (c.norm == NORM_PRE) {
-        s.push_back({"lnfw", &p->lnfw[0], C, 0});
-        s.push_back({"lnfb", &p->lnfb[0], C, 0});
+        add("lnfw", &p->lnfw[0], 0, {C});
+        add("lnfb", &p->lnfb[0], 0, {C});
     } else if (c.norm == NORM_SIAMESE) {
         static const char* const HEAD[3][2] = {{"lnfxw", "lnfxb"}, {"lnfyw", "lnfyb"}, {"lnfw", "lnfb"}};
         for (int j = 0; j < 3; j++) {
-            s.push_back({HEAD[j][0], &p->lnfw[j], C, 0});
-            s.push_back({HEAD[j][1], &p->lnfb[j], C, 0});
+            add(HEAD[j][0], &p->lnfw[j], 0, {C});
+            add(HEAD[j][1], &p->lnfb[j], 0, {C});
         }
     }
     return s;
@@ -207,6 +216,8 @@ typedef struct {
     const char* name;
     size_t offset, size;  // in elements, into the one parameter buffer
     int decay;
+    int ndim;
+    size_t shape[3];
 } TensorInfo;
 
 static std::vector<TensorInfo> parameter_table(const GPT2Config& c) {
@@ -214,7 +225,7 @@ static std::vector<TensorInfo> parameter_table(const GPT2Config& c) {
     std::vector<TensorInfo> table;
     size_t offset = 0;
     for (const TensorSpecT<char>& t : parameter_specs(c, &dummy)) {
-        table.push_back({t.name, offset, t.size, t.decay});
+        table.push_back({t.name, offset, t.size, t.decay, t.ndim, {t.shape[0], t.shape[1], t.shape[2]}});
         offset += t.size;
     }
     return table;
@@ -653,10 +664,12 @@ static double learning_rate_at(int step, int total, double max_lr, int warmup, d
 
 typedef struct {
     const char *train_pattern, *val_pattern, *model, *out_dir, *tokenizer;
+    const char* attention;  // --attention: CUDA trainer only, materialized or flash (nullptr: the build's default)
     int layers, channels, heads, max_seq_len, vocab, norm, ablations;  // 0 (-1 for norm): not given
     int B, T, total_batch, warmup, max_steps, val_every, val_steps, sample_every, gen_tokens;
     int checkpoint_every, resume, overfit, tf32, eval_answers;
     int recompute;  // -r: CUDA trainer only, recompute GELU and LayerNorm outputs in the backward pass (0 or 1)
+    int print_tensors;  // --print-tensors: print the model's tensor table as JSON and exit
     double lr, final_frac, weight_decay, grad_clip;
     uint64_t seed;
 } TrainOptions;
@@ -687,9 +700,13 @@ static void print_usage(const char* program) {
             "  --tokenizer <file>  for decoding samples (default: *_tokenizer.bin next to the train shards)\n"
             "  --eval-answers N    at each validation, exact-match accuracy of greedy answers on the first N\n"
             "                      'question=answer' lines of the validation shard (the addition task; default 0)\n"
+            "  --print-tensors     print the tensor table (checkpoint order, shapes) of the model that -e or the\n"
+            "                      shape flags describe, as JSON, and exit (the Python tools read it)\n"
             "  -f 0|1      CUDA trainer only: TF32 tensor cores for the float32 matrix products (default 0)\n"
             "  -r 0|1      CUDA trainer only: recompute the GELU and LayerNorm outputs in the backward pass instead\n"
             "              of keeping them, for less memory (default 0; the CPU trainer rejects -r 1)\n"
+            "  --attention materialized|flash   CUDA trainer only: the attention kernels (default: the build's,\n"
+            "              make ATTENTION=...)\n"
             "  threads (CPU): OMP_NUM_THREADS\n",
             program);
 }
@@ -736,6 +753,7 @@ static TrainOptions parse_options(int argc, char** argv) {
         }
         if (!strcmp(f, "--no-depth-scale")) { o.ablations |= ABLATE_NO_DEPTH_SCALE; continue; }
         if (!strcmp(f, "--no-ln-in")) { o.ablations |= ABLATE_NO_LN_IN; continue; }
+        if (!strcmp(f, "--print-tensors")) { o.print_tensors = 1; continue; }
         if (f[0] != '-') fail("unexpected argument '%s' (see -h)", f);
         if (i + 1 >= argc) fail("flag %s needs a value (see -h)", f);
         const char* v = argv[++i];
@@ -744,6 +762,7 @@ static TrainOptions parse_options(int argc, char** argv) {
         else if (!strcmp(f, "-e")) o.model = v;
         else if (!strcmp(f, "-o")) o.out_dir = v;
         else if (!strcmp(f, "--tokenizer")) o.tokenizer = v;
+        else if (!strcmp(f, "--attention")) o.attention = v;
         else if (!strcmp(f, "--norm")) o.norm = parse_norm(v);
         else if (!strcmp(f, "--layers")) o.layers = (int)parse_int(f, v);
         else if (!strcmp(f, "--channels")) o.channels = (int)parse_int(f, v);
@@ -894,6 +913,38 @@ static double now_seconds(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+// --print-tensors: the tensor table of the model that -e <checkpoint> or the shape flags describe (the vocabulary
+// from --vocab or the train shards' header), as one JSON object: the configuration, then each tensor in checkpoint
+// order with its offset (in float32 elements after the 256-int header), shape and whether weight decay applies.
+// The Python tools and tests read the checkpoint through it instead of keeping their own copy of the order.
+static void print_tensor_table(const TrainOptions& o) {
+    GPT2Config c;
+    if (o.model && !is_shape_name(o.model)) {
+        fclose(checkpoint_open(o.model, &c));
+    } else {
+        int vocab = o.vocab;
+        if (!vocab) {
+            DataLoader d;
+            dataloader_init(&d, o.train_pattern, 1, 1);
+            vocab = d.vocab_size;
+        }
+        c = new_model_config(o, vocab);
+    }
+    printf("{\"layout\": \"%s\", \"ablations\": %d, \"max_seq_len\": %d, \"vocab_size\": %d, "
+           "\"padded_vocab_size\": %d, \"num_layers\": %d, \"num_heads\": %d, \"channels\": %d, "
+           "\"header_ints\": %d, \"num_parameters\": %zu,\n \"tensors\": [",
+           NORM_NAMES[c.norm], c.ablations, c.max_seq_len, c.vocab_size, c.padded_vocab_size, c.num_layers,
+           c.num_heads, c.channels, HEADER_INTS, count_parameters(c));
+    std::vector<TensorInfo> table = parameter_table(c);
+    for (size_t i = 0; i < table.size(); i++) {
+        const TensorInfo& t = table[i];
+        printf("%s\n  {\"name\": \"%s\", \"offset\": %zu, \"shape\": [", i ? "," : "", t.name, t.offset);
+        for (int d = 0; d < t.ndim; d++) printf("%s%zu", d ? ", " : "", t.shape[d]);
+        printf("], \"decay\": %d}", t.decay);
+    }
+    printf("\n]}\n");
+}
+
 // ----------------------------------------------------------------------------------------------------------------
 // exact-match accuracy of greedy answers, for tasks whose documents are "question=answer" lines (data/prepare.py
 // addition). The problems are the first documents of the first validation shard (documents end at the eot token).
@@ -1006,6 +1057,10 @@ static void generate(Model* m, const Tokenizer* tok, int start_token, int steps,
 template <typename Model>
 static int train_main(int argc, char** argv) {
     TrainOptions o = parse_options(argc, argv);
+    if (o.print_tensors) {  // before the backend starts: no GPU needed
+        print_tensor_table(o);
+        return 0;
+    }
     Model model;
     train_backend_init(&model, o);
     int B = o.B, T = o.T;

@@ -929,6 +929,7 @@ static void gpt2_free(GPT2* m) {
 static void train_backend_init(GPT2*, const TrainOptions& o) {
     if (o.tf32) fail("-f (TF32) applies to the CUDA trainer only");
     if (o.recompute) fail("-r (recomputation) applies to the CUDA trainer only");
+    if (o.attention) fail("--attention applies to the CUDA trainer only");
 }
 
 static double train_micro_step(GPT2* m, const int* inputs, const int* targets, int B, int T, double loss_scale) {

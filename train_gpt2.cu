@@ -44,6 +44,14 @@ static const int DEFAULT_ATTENTION = ATTENTION_FLASH;
 static const int DEFAULT_ATTENTION = ATTENTION_MATERIALIZED;
 #endif
 static const char* const ATTENTION_NAMES[] = {"materialized (cuBLAS + softmax kernel)", "flash (attention.cuh)"};
+static const char* const ATTENTION_FLAGS[] = {"materialized", "flash"};  // --attention's names
+
+// --attention NAME: ATTENTION_MATERIALIZED or ATTENTION_FLASH
+static int parse_attention(const char* name) {
+    for (int i = 0; i < (int)(sizeof(ATTENTION_FLAGS) / sizeof(ATTENTION_FLAGS[0])); i++)
+        if (!strcmp(name, ATTENTION_FLAGS[i])) return i;
+    fail("--attention expects materialized or flash, got '%s'", name);
+}
 
 // ----------------------------------------------------------------------------------------------------------------
 // encoder: h0[n, :] = wte[tok[n], :] + wpe[n % T, :]   (n = b * T + t)
@@ -1388,6 +1396,7 @@ static void gpt2_free(GPT2* m) {
 #ifndef TRAIN_GPT2_NO_MAIN
 
 static void train_backend_init(GPT2* m, const TrainOptions& o) {
+    if (o.attention) m->attention = parse_attention(o.attention);  // before the device starts: a typo fails at once
     gpu_init(o.tf32);
     m->recompute = o.recompute;  // before gpt2_allocate_activations, which sizes for it
 }

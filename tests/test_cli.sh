@@ -125,6 +125,33 @@ expect_error "-y 1 with no checkpoint" "no complete checkpoint" $BIN "${DATA[@]}
 expect_error "-y 2" "take 0 or 1" $BIN "${DATA[@]}" -y 2
 expect_error "-f on the CPU" "CUDA trainer only" $BIN "${DATA[@]}" -f 1
 expect_error "-r on the CPU" "CUDA trainer only" $BIN "${DATA[@]}" -r 1
+expect_error "--attention on the CPU" "CUDA trainer only" $BIN "${DATA[@]}" --attention flash
+if [ -x ./train_gpt2cu ]; then  # parsed before the device starts, so this holds without a GPU too
+    expect_error "--attention with an unknown name (CUDA trainer)" "--attention expects materialized or flash" \
+        ./train_gpt2cu "${DATA[@]}" --attention fast
+fi
+
+# ---- --print-tensors: the tensor table as JSON, from the flags or a checkpoint, without training
+for layout in pre post siamese; do
+    $BIN "${DATA[@]}" "${TINY[@]}" --norm $layout --print-tensors > "$TMP/tensors.json" 2> "$TMP/err"
+    if $PY - "$TMP/tensors.json" $layout <<'EOF'
+import json, sys
+t = json.load(open(sys.argv[1]))
+names = [x["name"] for x in t["tensors"]]
+size = lambda x: eval("*".join(map(str, x["shape"])))
+assert t["layout"] == sys.argv[2] and names[:2] == ["wte", "wpe"], names
+assert all(a["offset"] + size(a) == b["offset"] for a, b in zip(t["tensors"], t["tensors"][1:]))
+assert t["tensors"][-1]["offset"] + size(t["tensors"][-1]) == t["num_parameters"]
+assert ("lnfw" in names) == (sys.argv[2] != "post") and ("ln1yw" in names) == (sys.argv[2] == "siamese")
+EOF
+    then ok "--print-tensors ($layout): contiguous offsets, the layout's tensors"; else bad "--print-tensors ($layout)" "$(cat "$TMP/err")"; fi
+done
+n=$($BIN -e "$CKPT" --print-tensors | $PY -c "import json,sys; print(json.load(sys.stdin)['num_parameters'])")
+if [ $((1024 + 4 * n)) -eq "$(stat -c %s "$CKPT")" ]; then ok "--print-tensors -e CKPT: the table spans the checkpoint"
+else bad "--print-tensors -e CKPT" "$n parameters against $(stat -c %s "$CKPT") bytes"; fi
+if [ -x ./train_gpt2cu ] && ./train_gpt2cu -e "$CKPT" --print-tensors 2>&1 | cmp -s - <($BIN -e "$CKPT" --print-tensors); then
+    ok "the CUDA trainer prints the same table, without a GPU"
+elif [ -x ./train_gpt2cu ]; then bad "--print-tensors (CUDA trainer)" "differs from the CPU trainer's"; fi
 
 # ---- resume: bit-exact, with gradient accumulation (-d = 2 micro-batches)
 RUN=(-i $KJV_TRAIN -j $KJV_VAL --layers 2 --channels 32 --heads 2 -b 2 -t 16 -d 64 -x 6 -l 1e-3 -u 2 -q 0.1 -v 0 -s 0)

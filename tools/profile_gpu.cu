@@ -157,9 +157,7 @@ int main(int argc, char** argv) {
         else if (!strcmp(f, "-r")) recompute = (int)parse_int(f, v);
         else if (!strcmp(f, "--epilogues")) epilogues = (int)parse_int(f, v);
         else if (!strcmp(f, "--norm")) norms = v;
-        else if (!strcmp(f, "--attention") && !strcmp(v, "materialized")) attention = ATTENTION_MATERIALIZED;
-        else if (!strcmp(f, "--attention") && !strcmp(v, "flash")) attention = ATTENTION_FLASH;
-        else if (!strcmp(f, "--attention")) fail("--attention expects materialized or flash, got '%s'", v);
+        else if (!strcmp(f, "--attention")) attention = parse_attention(v);
         else fail("unknown flag %s (see the top of tools/profile_gpu.cu)", f);
     }
     if (!o.model && !o.layers && !o.channels && !o.heads) o.model = "d12";
@@ -198,7 +196,7 @@ int main(int argc, char** argv) {
     if (runs.size() > 1) {
         const Profile& base = runs[0].second;
         printf("\nms a step over %s's, by part (and in %% of %s's step), %s attention\n%-18s", runs[0].first.c_str(),
-               runs[0].first.c_str(), attention == ATTENTION_FLASH ? "flash" : "materialized", "part");
+               runs[0].first.c_str(), ATTENTION_FLAGS[attention], "part");
         for (size_t r = 1; r < runs.size(); r++) printf(" %18s", runs[r].first.c_str());
         printf("\n");
         for (const std::string& part : base.parts) {
