@@ -34,7 +34,7 @@ HAVE_NVCC := $(shell command -v $(NVCC) 2> /dev/null)
 CPU_BINS  = reference_cpu tests/test_gradients tests/test_reference tests/ref_tool
 GPU_BINS  = $(if $(HAVE_NVCC),train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16 tools/profile_gpu,)
 
-.PHONY: all data train test clean deps bench-cpu bench-gpu FORCE
+.PHONY: all data train test clean deps bench-cpu bench-gpu gpu-prep FORCE
 all: $(CPU_BINS) $(GPU_BINS)
 
 reference_cpu: reference_cpu.cpp gpt2_common.h
@@ -105,9 +105,16 @@ test:
 bench-cpu: reference_cpu
 	bash tests/bench_cpu.sh
 
-# GPU speed for d12..d48 and each layout, one table (tests/bench_gpu.sh; needs a GPU, about 4 minutes on an H200)
-bench-gpu: train_gpt2cu tools/profile_gpu
+# GPU speed for d12..d48 and each layout beside the PyTorch peer, one table (tests/bench_gpu.sh; needs a GPU)
+bench-gpu:
 	bash tests/bench_gpu.sh
+
+# What a lent GPU machine needs beyond the working tree, in one git-ignored folder to carry with the device call
+# (tests/gpu_prep.sh; docs/cuda.md): then `bash tests/gpu_check.sh` and `bash tests/bench_gpu.sh` run there.
+GPU_PREP ?= .gpu
+gpu-prep: data/kjv/kjv_train.bin
+	@bash .ci/deps gpu-prep
+	@DOCTEST=$(DOCTEST) bash tests/gpu_prep.sh $(GPU_PREP)
 
 clean:
 	rm -f $(CPU_BINS) train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16 tools/profile_gpu .precision experiments/depth_probe

@@ -1,95 +1,169 @@
 #!/usr/bin/env bash
-# GPU speed of the CUDA trainer (./train_gpt2cu as built, bf16 by default) for GPT-2's four sizes and the three
-# layouts, ONE table: tokens/s, MFU, ms/step, GPU memory, and the overhead of SiameseNorm (and Post-Norm) over
-# Pre-Norm at the same size, all measured in this one run; then tools/profile_gpu's breakdown of a d12 step by part,
-# with each attention (PROFILE_FLAGS passes it more flags, e.g. "-r 1"). About 3 minutes on an H200. A measurement,
-# not a test.
-#   T = 1024, GPT-2's vocabulary (50257); data: random tokens (speed does not depend on the text); the median ms of
-#   steps 6..$STEPS (the first five warm up cuBLAS and the allocator); no validation, sampling or checkpoints.
-#   MFU as the trainer prints it (llm.c's 6N + 6LCT FLOPs a token against 989.5 TFLOP/s dense bf16).
-#   GPU MiB: what cudaMemGetInfo reports in use after the last step, CUDA context and cuBLAS workspace included.
-# Usage: bash tests/bench_gpu.sh [extra trainer flags, e.g. -r 1]     (BIN=./train_gpt2fp32cu for another build)
-# Environment: STEPS (default 15), SIZES (default "d12:16 d24:16 d36:8 d48:8", shape:micro-batch), OUT (a folder
-# for the per-run logs; default a temporary one).
+# The speed table of the CUDA trainer, beside its PyTorch peer, in one call of at most 5 minutes. Word for word:
+#
+#   here, where the working tree is:   make gpu-prep
+#   on the lent GPU, first the check:  run(command="bash tests/gpu_check.sh", carry=[".gpu"], timeout_s=540)
+#   then the speed table:              run(command="bash tests/bench_gpu.sh", carry=[".gpu"], timeout_s=330)
+#
+# (`make bench-gpu` runs it too.) On a machine where tests/gpu_check.sh has just run, nothing is rebuilt. In order:
+#   1. ./train_gpt2cu (bf16, as built) for GPT-2's four sizes and the three layouts at T = 1024: ms/step, tokens/s,
+#      MFU, GPU memory, and the overhead of SiameseNorm (and Post-Norm) over Pre-Norm at the same size
+#   2. tests/bench_torch.py, the same models in PyTorch (torch.compile, bf16 autocast, flash SDPA, fused AdamW) at
+#      the same shapes and steps: its tokens/s beside ours, and the ratio
+#   3. TF32: the float32 build at d12 with -f 0 and -f 1
+#   4. tools/profile_gpu: where a d12 step's time goes, part by part, with each attention, and without cuBLASLt's
+#      epilogues
+# All measured in this one run: random tokens over GPT-2's vocabulary (speed does not depend on the text); the
+# median ms of steps 6..$STEPS (the first five warm up cuBLAS, the allocator and torch.compile); no validation,
+# sampling or checkpoints. MFU as the trainer prints it (llm.c's 6N + 6LCT FLOPs a token against 989.5 TFLOP/s
+# dense bf16). GPU MiB: cudaMemGetInfo's use after the last step (context and workspace included); torch's GiB:
+# torch.cuda.max_memory_allocated (its allocations only). Each part runs under what is left of a 290 s budget, so
+# the last parts are cut (and say so) rather than the call; the parts' nominal seconds add up to under 300 (the
+# build's 60 only on a machine where nothing is built yet; DRY_RUN=1 prints them).
+# Writes $OUT/bench.log (everything) and $OUT/bench.txt (the table), rewritten after each part; OUT defaults to
+# /tmp/bench_gpu. A measurement, not a test.
+# Usage: bash tests/bench_gpu.sh [extra trainer flags, e.g. -r 1]   (BIN=./train_gpt2fp32cu for another build)
+# Environment: STEPS (default 15), SIZES (default "d12:16 d24:16 d36:8 d48:8", shape:micro-batch), TORCH=0 to
+# leave the PyTorch peer out.
 set -u
 cd "$(dirname "$0")/.."
+. tests/gpu_lib.sh
 BIN=${BIN:-./train_gpt2cu}
 STEPS=${STEPS:-15}
 SIZES=${SIZES:-"d12:16 d24:16 d36:8 d48:8"}
 T=1024
 EXTRA=("$@")
-LOGS=${OUT:-$(mktemp -d)}
-mkdir -p "$LOGS"
-[ -x "$BIN" ] || { echo "error: $BIN is not built (make train_gpt2cu)"; exit 1; }
-command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+OUT=${OUT:-/tmp/bench_gpu}
+mkdir -p "$OUT"
+RUNS=$(mktemp -d)
+trap 'rm -rf "$RUNS"' EXIT
+exec > >(tee "$OUT/bench.log") 2>&1
+DEADLINE=$((SECONDS + 290))
+T0=$SECONDS
+
+setup_toolkit
+check_prep
+echo "tree: $TREE"
+stage 20
+if [ "$DRY_RUN" = 1 ]; then
+    GPU_NAME="(dry run: no GPU probed)"
+elif ! probe_gpu; then
+    echo "bench: no GPU, nothing was run" > "$OUT/bench.txt"
+    exit 2
+fi
+
+stage 60
+run_step build 90 make -j"$(nproc)" DOCTEST="$PREP/doctest" PRECISION=BF16 ATTENTION=materialized \
+    train_gpt2cu train_gpt2fp32cu tools/profile_gpu
+[ "$DRY_RUN" = 1 ] || [ -x "$BIN" ] || { tail -n 20 "$RUNS/build.log"; echo "error: $BIN is not built"; exit 1; }
 
 # a shard of random tokens over GPT-2's vocabulary: header (magic 20240520, version 1, count, vocabulary 0 = 50257)
-SHARD="$LOGS/bench_tokens.bin"
-python3 - "$SHARD" <<'EOF'
+SHARD="$RUNS/bench_tokens.bin"
+[ "$DRY_RUN" = 1 ] || python3 - "$SHARD" << 'EOF'
 import random, struct, sys
 n = 1 << 21
 random.seed(1)
-header = [20240520, 1, n, 0] + [0] * 252
 with open(sys.argv[1], "wb") as f:
-    f.write(struct.pack("<256i", *header))
+    f.write(struct.pack("<256i", *([20240520, 1, n, 0] + [0] * 252)))
     f.write(struct.pack("<%dH" % n, *(random.randrange(50257) for _ in range(n))))
 EOF
 
 # median ms of the step lines after the first five, and the MFU and GPU MiB of the step line with that ms
 summarize() {
-    grep -E '^step ' "$1" 2>/dev/null | awk -F'|' 'NR > 5 {
+    grep -E '^step ' "$1" 2> /dev/null | awk -F'|' 'NR > 5 {
         ms = $5; gsub(/[^0-9.]/, "", ms); mfu = $7; sub(/^ *MFU */, "", mfu); sub(/ *$/, "", mfu);
         mib = $8; gsub(/[^0-9]/, "", mib); print ms + 0, mfu, mib }' | sort -g |
         awk '{ a[NR] = $0 } END { if (NR) print a[int((NR + 1) / 2)]; else print "- - -" }'
 }
-
-START=$SECONDS
-declare -A MS MFU MIB
-for size in $SIZES; do
-    shape=${size%%:*} B=${size##*:}
-    for layout in pre post siamese; do
-        log="$LOGS/${shape}_$layout.log"
-        echo "--- $shape $layout B=$B T=$T (at $((SECONDS - START))s)"
-        timeout 120 "$BIN" -e "$shape" --norm "$layout" -b "$B" -t $T -x "$STEPS" -l 1e-4 -v 0 -s 0 -i "$SHARD" \
-            "${EXTRA[@]}" > "$log" 2>&1
-        rc=$?
-        [ $rc -eq 0 ] || { echo "exit status $rc:"; grep -E "error|out of memory" "$log" | head -n 3; tail -n 2 "$log"; }
-        read -r ms mfu mib <<< "$(summarize "$log")"
-        MS[$shape,$layout]=$ms MFU[$shape,$layout]=$mfu MIB[$shape,$layout]=$mib
-    done
-done
-
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%+.1f%%", (a / b - 1) * 100; else print "-" }'; }
-echo
-echo "=== $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)," \
-    "$BIN ${EXTRA[*]}, T=$T, median of steps 6..$STEPS, $((SECONDS - START))s in all"
-printf '%-5s %-8s %4s | %9s | %10s | %6s | %8s | %-16s\n' size layout B "ms/step" "tokens/s" MFU "GPU MiB" "vs pre (time)"
-echo "------------------+-----------+------------+--------+----------+-----------------"
+torch_field() {  # size layout field: from the TORCH lines of tests/bench_torch.py
+    grep -h "^TORCH size=$1 layout=$2 " "$RUNS/torch.log" 2> /dev/null | tail -n 1 | tr ' ' '\n' |
+        sed -n "s/^$3=//p" | head -n 1
+}
+declare -A MS MFU MIB
+
+table() {
+    {
+    echo "=== $GPU_NAME; $BIN ${EXTRA[*]}; T=$T, median of steps 6..$STEPS; $((SECONDS - T0))s in all"
+    echo "tree: $TREE"
+    printf '%-5s %-8s %3s | %8s | %9s | %6s | %8s | %-9s | %10s | %6s | %s\n' size layout B "ms/step" "tokens/s" \
+        MFU "GPU MiB" "vs pre" "torch tok/s" "ours/torch" "torch GiB"
+    echo "------------------+----------+-----------+--------+----------+-----------+-------------+------------+----------"
+    local size shape B layout ms tps vs ttps ratio
+    for size in $SIZES; do
+        shape=${size%%:*} B=${size##*:}
+        for layout in pre post siamese; do
+            ms=${MS[$shape,$layout]:--}
+            tps=$(awk -v ms="$ms" -v n=$((B * T)) 'BEGIN { if (ms + 0 > 0) printf "%.0f", n / (ms / 1000); else print "-" }')
+            vs="-"
+            [ "$layout" != pre ] && vs=$(pct "$ms" "${MS[$shape,pre]:--}")
+            ttps=$(torch_field "$shape" "$layout" tok_s)
+            [ -n "$ttps" ] || ttps=$(torch_field "$shape" "$layout" error | cut -c1-11)
+            ratio=$(awk -v a="$tps" -v b="$ttps" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2fx", a / b; else print "-" }')
+            printf '%-5s %-8s %3s | %8s | %9s | %6s | %8s | %-9s | %11s | %10s | %s\n' "$shape" "$layout" "$B" "$ms" \
+                "$tps" "${MFU[$shape,$layout]:--}" "${MIB[$shape,$layout]:--}" "$vs" "${ttps:--}" "$ratio" \
+                "$(torch_field "$shape" "$layout" gib)"
+        done
+    done
+    echo "(vs pre: ms/step over Pre-Norm's at the same size; SiameseNorm's target is within +3%, Post-Norm's +1%."
+    echo " torch: tests/bench_torch.py, $(grep -h '^TORCH torch=' "$RUNS/torch.log" 2> /dev/null | cut -c7- | or_dash))"
+    [ -s "$RUNS/tf32.txt" ] && cat "$RUNS/tf32.txt"
+    } > "$OUT/bench.txt.tmp"
+    mv "$OUT/bench.txt.tmp" "$OUT/bench.txt"
+}
+or_dash() { read -r v || true; echo "${v:--}"; }
+
+# 1. the trainer, size by size
+stage 100
 for size in $SIZES; do
     shape=${size%%:*} B=${size##*:}
     for layout in pre post siamese; do
-        ms=${MS[$shape,$layout]}
-        tps=$(awk -v ms="$ms" -v n=$((B * T)) 'BEGIN { if (ms + 0 > 0) printf "%.0f", n / (ms / 1000); else print "-" }')
-        vs="-"
-        [ "$layout" != pre ] && vs=$(pct "$ms" "${MS[$shape,pre]}")
-        printf '%-5s %-8s %4s | %9s | %10s | %6s | %8s | %-16s\n' "$shape" "$layout" "$B" "$ms" "$tps" \
-            "${MFU[$shape,$layout]}" "${MIB[$shape,$layout]}" "$vs"
+        run_step "${shape}_$layout" 40 "$BIN" -e "$shape" --norm "$layout" -b "$B" -t $T -x "$STEPS" -l 1e-4 -v 0 \
+            -s 0 -i "$SHARD" "${EXTRA[@]}"
+        l="$RUNS/${shape}_$layout.log"
+        [ "${STEP_RC[${shape}_$layout]}" = 0 ] || grep -E "error|out of memory" "$l" 2> /dev/null | head -n 3
+        read -r ms mfu mib <<< "$(summarize "$l")"
+        MS[$shape,$layout]=$ms MFU[$shape,$layout]=$mfu MIB[$shape,$layout]=$mib
+        echo "$shape $layout B=$B: $ms ms/step, MFU $mfu, $mib MiB"
     done
 done
-echo "(vs pre: ms/step over Pre-Norm's at the same size and batch; SiameseNorm's target is within +3%, Post-Norm's +1%)"
+table
 
-# where a d12 step's time goes, part by part, and what each layout adds to Pre-Norm, with the materialized and the
-# flash attention, and Pre-Norm without cuBLASLt's epilogues (tools/profile_gpu: train_gpt2cu's precision; make
-# bench-gpu builds both)
-if [ -x ./tools/profile_gpu ]; then
-    echo
-    for attention in materialized flash; do
-        timeout 120 ./tools/profile_gpu -e d12 -b 16 -t $T --attention $attention ${PROFILE_FLAGS:-} ||
-            echo "tools/profile_gpu: exit status $?"
-    done
-    # whether cuBLASLt's fused bias/GELU epilogues beat the separate kernels here (see the "mlp" rows)
-    timeout 60 ./tools/profile_gpu -e d12 -b 16 -t $T --norm pre --epilogues 0 ${PROFILE_FLAGS:-} ||
-        echo "tools/profile_gpu: exit status $?"
-else
-    echo "(no ./tools/profile_gpu: make tools/profile_gpu for the breakdown by part)"
+# 2. the PyTorch peer, the same sizes and steps, in one process (torch.compile's cache serves every block)
+stage 70
+if [ "${TORCH:-1}" = 1 ]; then
+    left=$((DEADLINE - SECONDS - 50))  # leave the TF32 runs and one profile their time
+    run_step torch 100 env PYTHONUNBUFFERED=1 $TORCH_PY tests/bench_torch.py --bench --sizes "$(tr ' ' ',' <<< "$SIZES")" \
+        -t $T --steps "$STEPS" --budget $((left > 10 ? left - 40 : 1))
+    grep -E '^TORCH|Error|error' "$RUNS/torch.log" 2> /dev/null | head -n 30
+    table
 fi
+
+# 3. TF32: the float32 build, d12 B=16 T=256 on random tokens, -f 0 against -f 1
+stage 16
+for f in 0 1; do
+    run_step tf32_$f 15 ./train_gpt2fp32cu -e d12 --norm siamese -b 16 -t 256 -x 20 -l 1e-4 -v 0 -s 0 -i "$SHARD" -f $f
+done
+read -r ms0 _ <<< "$(summarize "$RUNS/tf32_0.log")"
+read -r ms1 _ <<< "$(summarize "$RUNS/tf32_1.log")"
+echo "TF32 (float32 build, siamese d12, B=16, T=256): -f 0 $ms0 ms/step, -f 1 $ms1 ms/step, speed-up" \
+    "$(awk -v a="$ms0" -v b="$ms1" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2fx", a / b; else print "-" }')" | tee "$RUNS/tf32.txt"
+table
+
+# 4. where the time goes: d12 by part with each attention, and Pre-Norm without cuBLASLt's epilogues
+stage 30
+for attention in materialized flash; do
+    run_step profile_$attention 25 ./tools/profile_gpu -e d12 -b 16 -t $T --attention $attention ${PROFILE_FLAGS:-}
+    cat "$RUNS/profile_$attention.log" 2> /dev/null
+done
+run_step profile_no_epilogues 15 ./tools/profile_gpu -e d12 -b 16 -t $T --norm pre --epilogues 0 ${PROFILE_FLAGS:-}
+cat "$RUNS/profile_no_epilogues.log" 2> /dev/null
+
+echo
+if [ "$DRY_RUN" = 1 ]; then
+    echo "dry run: nothing was run; the parts' timeouts add up to ${BUDGET}s (the bench must stay under 300s)"
+    [ "$BUDGET" -lt 300 ]
+    exit
+fi
+table
+cat "$OUT/bench.txt"

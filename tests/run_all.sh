@@ -47,6 +47,7 @@ run_suite gradients     ./tests/test_gradients
 run_suite reference     ./tests/test_reference
 run_suite cli           bash tests/test_cli.sh
 run_suite experiments   bash experiments/smoke_test.sh
+run_suite gpu_scripts   bash tests/test_gpu_scripts.sh
 [ -f tests/torch_check.py ] && run_suite torch $TORCH_PY tests/torch_check.py
 [ -x tests/test_gpu ] && run_suite gpu ./tests/test_gpu
 [ -x tests/test_gpu_bf16 ] && run_suite gpu_bf16 ./tests/test_gpu_bf16
