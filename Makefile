@@ -1,6 +1,8 @@
 # siamese-gpt: `make train` trains a small model on the CPU, `make test` runs every test.
 # GPU code is always compiled (nvcc, sm_90); GPU tests run only where a GPU is present.
 
+# the host-side code both trainers share, one header per role (host/train_loop.h lists them)
+HOST       = $(wildcard host/*.h)
 CXX       ?= g++
 CXXFLAGS  ?= -O3 -march=native -std=c++17 -Wall -Wextra
 OMPFLAGS  ?= -fopenmp
@@ -37,21 +39,21 @@ GPU_BINS  = $(if $(HAVE_NVCC),train_gpt2cu train_gpt2fp32cu tests/test_gpu tests
 .PHONY: all data train test clean deps bench-cpu bench-gpu gpu-prep FORCE
 all: $(CPU_BINS) $(GPU_BINS)
 
-reference_cpu: reference_cpu.cpp gpt2_common.h
+reference_cpu: reference_cpu.cpp $(HOST)
 	$(CXX) $(CXXFLAGS) $(OMPFLAGS) -o $@ $<
 
 # Tests include reference_cpu.cpp as a library and use only part of it: unused static functions are expected there.
 TESTFLAGS = $(CXXFLAGS) $(OMPFLAGS) -Wno-unused-function -I$(DOCTEST)
 
 # the float64 build of the same reference, for the finite-difference checks
-tests/test_gradients: tests/test_gradients.cpp reference_cpu.cpp gpt2_common.h
+tests/test_gradients: tests/test_gradients.cpp reference_cpu.cpp $(HOST)
 	$(CXX) $(TESTFLAGS) -DREAL=double -o $@ $<
 
-tests/test_reference: tests/test_reference.cpp reference_cpu.cpp gpt2_common.h
+tests/test_reference: tests/test_reference.cpp reference_cpu.cpp $(HOST)
 	$(CXX) $(TESTFLAGS) -o $@ $<
 
 # the float32 reference's outputs for one step, for the independent PyTorch check (tests/torch_check.py)
-tests/ref_tool: tests/ref_tool.cpp reference_cpu.cpp gpt2_common.h
+tests/ref_tool: tests/ref_tool.cpp reference_cpu.cpp $(HOST)
 	$(CXX) $(CXXFLAGS) $(OMPFLAGS) -o $@ $<
 
 # the Debian packages each entry point needs (installed only where missing)
@@ -61,7 +63,7 @@ deps:
 # the CUDA trainer in $(PRECISION) (default bf16) with $(ATTENTION) attention, and always in float32 with the
 # materialized attention (-f 1 there for TF32 matrix products). A stamp file remembers the last build's choices, so
 # that changing PRECISION or ATTENTION rebuilds.
-CUDA_SRCS = train_gpt2.cu siamese.cuh attention.cuh cuda_common.cuh gpt2_common.h
+CUDA_SRCS = train_gpt2.cu siamese.cuh attention.cuh cuda_common.cuh $(HOST)
 train_gpt2cu: $(CUDA_SRCS) .precision
 	$(NVCC) $(NVFLAGS) $(PRECISION_FLAG) -o $@ $< $(NVLIBS)
 
@@ -123,5 +125,5 @@ clean:
 # `make test` does not depend on it; experiments/smoke_test.sh builds it when missing.
 experiments: experiments/depth_probe
 
-experiments/depth_probe: experiments/depth_probe.cpp reference_cpu.cpp gpt2_common.h
+experiments/depth_probe: experiments/depth_probe.cpp reference_cpu.cpp $(HOST)
 	$(CXX) $(CXXFLAGS) $(OMPFLAGS) -Wno-unused-function -o $@ $<

@@ -22,7 +22,7 @@ Reductions never use atomics: a run repeats bit for bit on the same GPU.
 #include <vector>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
-#include "gpt2_common.h"
+#include "host/utils.h"
 
 // The precision, chosen at build time as in llm.c (make PRECISION=BF16|FP32 -> -DENABLE_BF16 / -DENABLE_FP32; bf16
 // when neither is given). floatX is the storage type of the activations and of the copy of the parameters that

@@ -17,7 +17,7 @@ Y stream of SiameseNorm needs. The three layouts share one attention and one MLP
 The scalar type is `real`: float by default, double when built with -DREAL=double (the finite-difference tests).
 Define REFERENCE_CPU_NO_MAIN before including this file to use it as a library (the tests and the CUDA checks do).
 */
-#include "gpt2_common.h"
+#include "host/train_loop.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -922,7 +922,7 @@ static void gpt2_free(GPT2* m) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// the trainer: the training loop is train_main in gpt2_common.h, shared with the CUDA trainer; these are its hooks
+// the trainer: the training loop is train_main in host/train_loop.h, shared with the CUDA trainer; these are its hooks
 
 #ifndef REFERENCE_CPU_NO_MAIN
 

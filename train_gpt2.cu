@@ -7,11 +7,11 @@ train_gpt2.cu: the CUDA trainer for GPT-2 in three residual/normalization layout
     siamese  (SiameseNorm, arXiv 2602.08064): two streams x, y sharing every weight; see siamese.cuh
 
 It computes exactly the function of the CPU reference (reference_cpu.cpp), reads and writes the same files and
-takes the same flags (gpt2_common.h); tests/test_gpu.cu holds the two against each other, gradient by gradient.
+takes the same flags (host/flags.h); tests/test_gpu.cu holds the two against each other, gradient by gradient.
 
 The shape of the file follows llm.c's train_gpt2_fp32.cu: kernels with their launchers, each pair forward next to
 backward, then the model (parameters, activations, forward, backward, update), then the hooks through which the
-training loop both trainers share (train_main in gpt2_common.h) drives it. Matrix
+training loop both trainers share (train_main in host/train_loop.h) drives it. Matrix
 products go to cuBLAS (bf16 tensor cores, or float32 with TF32 only under -f 1; in bf16 the products that end in
 a bias or a GELU go to cuBLASLt with the bias and GELU fused in); attention is materialized or flash
 (attention.cuh); everything else is a short kernel of our own with a comment saying which thread owns which
@@ -29,7 +29,7 @@ atomics): the same run on the same GPU repeats bit for bit.
 
 Define TRAIN_GPT2_NO_MAIN before including this file to use it as a library (tests/test_gpu.cu does).
 */
-#include "gpt2_common.h"
+#include "host/train_loop.h"
 #include "cuda_common.cuh"
 #include "siamese.cuh"
 #include "attention.cuh"
@@ -777,7 +777,7 @@ __global__ void copy_to_floatX_kernel(floatX* dst, const float* src, size_t n) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// the model: parameters (one buffer, checkpoint order, as in gpt2_common.h) and activations (one buffer)
+// the model: parameters (one buffer, checkpoint order, as in host/model_config.h) and activations (one buffer)
 
 typedef ParameterTensorsT<floatX> ParameterTensors;  // what the kernels read (the master weights in fp32)
 typedef ParameterTensorsT<float> GradTensors;         // float32 in both precisions
@@ -1390,7 +1390,7 @@ static void gpt2_free(GPT2* m) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// the trainer: the training loop is train_main in gpt2_common.h, shared with the CPU trainer (its flags, logs,
+// the trainer: the training loop is train_main in host/train_loop.h, shared with the CPU trainer (its flags, logs,
 // checkpoints and samples); these are its hooks, plus -f for TF32 and -r for recomputation
 
 #ifndef TRAIN_GPT2_NO_MAIN

@@ -40,7 +40,7 @@ DEFAULT_LR = dict(cpu=3e-3, gpu=2e-3)
 
 def checkpoint_layout(path):
     """The header of a checkpoint and where each named tensor lies in it: {name: (offset in floats, size)}, in the
-    order of parameter_specs (gpt2_common.h). Checks the file size against the header."""
+    order of parameter_specs (host/model_config.h). Checks the file size against the header."""
     import array
     with open(path, "rb") as f:
         h = array.array("i")

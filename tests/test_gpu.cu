@@ -32,7 +32,7 @@
 #include "doctest.h"
 
 // the shared host plumbing once, at global scope; its #pragma once makes the reference's own include a no-op
-#include "../gpt2_common.h"
+#include "../host/train_loop.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif

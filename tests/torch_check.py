@@ -25,6 +25,7 @@ Every comparison is a relative error ||a - b|| / ||b|| over a whole tensor (b = 
 --mutate NAME deliberately breaks the PyTorch side (or its optimizer) to show that the checks catch it; the run must
 then FAIL. Names: see MUTATIONS below.
 """
+import glob
 import math
 import os
 import subprocess
@@ -34,7 +35,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOL = os.path.join(REPO, "tests", "ref_tool")
-TOOL_SOURCES = ["tests/ref_tool.cpp", "reference_cpu.cpp", "gpt2_common.h"]  # its prerequisites in the Makefile
+TOOL_SOURCES = ["tests/ref_tool.cpp", "reference_cpu.cpp"] + sorted(glob.glob("host/*.h"))  # its prerequisites in the Makefile
 
 CASES = [("pre", 0), ("post", 0), ("siamese", 0), ("siamese", 1), ("siamese", 2)]
 LAYOUTS = {0: "pre", 1: "post", 2: "siamese"}

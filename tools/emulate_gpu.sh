@@ -17,7 +17,8 @@ trap 'rm -rf "$W"' EXIT
 DOCTEST=${DOCTEST:-/usr/include/doctest}
 mkdir -p "$W/src/tests"
 SRCS=(train_gpt2.cu siamese.cuh attention.cuh cuda_common.cuh)
-cp "${SRCS[@]}" gpt2_common.h reference_cpu.cpp "$W/src/"
+cp "${SRCS[@]}" reference_cpu.cpp "$W/src/"
+cp -r host "$W/src/"
 cp tests/test_gpu.cu "$W/src/tests/"
 # kernel<<<grid, block[, shared bytes]>>>(args)  ->  emu_launch(kernel, grid, block[, shared bytes])(args)
 (cd "$W/src" && perl -0pi -e 's/(\w+(?:<[\w:()]+>)?)<<<(.+?)>>>\(/emu_launch($1, $2)(/g' "${SRCS[@]}")

@@ -1,0 +1,56 @@
+/*
+host/init.h: the GPT-2 initialization, seeded and the same bits on every machine, so that the CPU and the CUDA
+trainers start from the same numbers: normals (host/rand.h) drawn on all cores in the order of one loop.
+*/
+#pragma once
+#include <cmath>
+#include <string>
+#include <thread>
+#include <vector>
+#include "model_config.h"
+#include "rand.h"
+
+// p[i] = std_ * random_normal(&state) for i = 0..n-1, the draws in sequence, on all cores for large n: after k
+// draws splitmix64's state is state + k * its increment, so a chunk that starts at normal i0 (two draws a normal)
+// starts from state + 2 i0 * increment, and the numbers are bit for bit those of one loop
+template <typename T>
+static void fill_normal(T* p, size_t n, double std_, uint64_t state) {
+    size_t workers = std::thread::hardware_concurrency();
+    if (workers < 2 || n < ((size_t)1 << 20)) workers = 1;
+    size_t chunk = (n + workers - 1) / workers;
+    std::vector<std::thread> threads;
+    for (size_t i0 = 0; i0 < n; i0 += chunk) {
+        threads.emplace_back([=]() {
+            uint64_t s = state + 2 * (uint64_t)i0 * 0x9E3779B97F4A7C15ull;
+            for (size_t i = i0; i < std::min(n, i0 + chunk); i++) p[i] = (T)(std_ * random_normal(&s));
+        });
+    }
+    for (std::thread& t : threads) t.join();
+}
+
+// GPT-2 initialization into a parameter buffer laid out by parameter_table: weights N(0, 0.02), the residual output
+// projections (attprojw, fcprojw) N(0, 0.02/sqrt(2L)), biases 0, LayerNorm gains 1 and shifts 0, padded vocabulary
+// rows 0. Each tensor draws from its own stream seeded by (seed, name), so the weights the layouts share start
+// identical for the same seed, and the CPU and the GPU trainers start from the same numbers.
+template <typename T>
+static void init_parameters(const GPT2Config& c, uint64_t seed, T* memory) {
+    for (const TensorInfo& t : parameter_table(c)) {
+        T* p = memory + t.offset;
+        std::string name = t.name;
+        int is_gain = name.compare(0, 2, "ln") == 0 && name.back() == 'w';
+        if (is_gain) {
+            for (size_t i = 0; i < t.size; i++) p[i] = (T)1;
+        } else if (t.decay) {  // every 2-D weight matrix
+            uint64_t state = seed;
+            for (char ch : name) state = state * 1099511628211ull ^ (uint64_t)(unsigned char)ch;
+            double std_ = 0.02;
+            if (name == "attprojw" || name == "fcprojw") std_ = 0.02 / std::sqrt(2.0 * c.num_layers);
+            size_t n = t.size;
+            if (name == "wte") n = (size_t)c.vocab_size * c.channels;  // the padded rows stay 0
+            fill_normal(p, n, std_, state);
+            for (size_t i = n; i < t.size; i++) p[i] = (T)0;
+        } else {  // biases and LayerNorm shifts
+            for (size_t i = 0; i < t.size; i++) p[i] = (T)0;
+        }
+    }
+}

@@ -1,0 +1,225 @@
+/*
+host/model_config.h: the model's shape and layout, and the parameter table that fixes the checkpoint order.
+
+  - GPT2Config: the shape (L, C, NH, maxT, V and the padded Vp) and the layout (pre, post, siamese) with
+    SiameseNorm's ablation bits; c_l, SiameseNorm's depth scale
+  - ParameterTensorsT: named pointers into the one parameter buffer; parameter_specs: the tensors of a layout in
+    checkpoint order with their shapes; parameter_table: the same as offsets (what the optimizer walks over)
+  - the checks of a configuration and of a batch against it; the table as JSON (--print-tensors)
+
+Nothing here depends on the scalar type of the model math.
+*/
+#pragma once
+#include <cmath>
+#include <initializer_list>
+#include <string>
+#include <vector>
+#include "utils.h"
+
+// ----------------------------------------------------------------------------------------------------------------
+// model configuration and file-format constants (the contracts are documented in the README)
+
+enum NormLayout { NORM_PRE = 0, NORM_POST = 1, NORM_SIAMESE = 2 };
+static const char* const NORM_NAMES[] = {"pre", "post", "siamese"};
+
+// SiameseNorm ablations, header[9] of the checkpoint (0 for the full method and for pre/post)
+enum { ABLATE_NO_DEPTH_SCALE = 1,  // c_l = 1 instead of sqrt(2(l+1))
+       ABLATE_NO_LN_IN = 2 };      // the normalized input LN_in becomes the identity
+typedef struct {
+    int max_seq_len;        // maxT, rows of wpe
+    int vocab_size;         // V, e.g. 50257 (GPT-2 BPE) or 256 (bytes)
+    int padded_vocab_size;  // Vp >= V, a multiple of 128: rows of wte
+    int num_layers;         // L
+    int num_heads;          // NH
+    int channels;           // C
+    int norm;               // NormLayout
+    int ablations;          // ABLATE_* bits, siamese only
+} GPT2Config;
+
+static int pad_vocab(int V) { return (V + 127) / 128 * 128; }
+
+// a model shape, the padded vocabulary derived from V
+static GPT2Config make_config(int L, int C, int NH, int maxT, int V, int norm, int ablations = 0) {
+    GPT2Config c;
+    c.max_seq_len = maxT;
+    c.vocab_size = V;
+    c.padded_vocab_size = pad_vocab(V);
+    c.num_layers = L;
+    c.num_heads = NH;
+    c.channels = C;
+    c.norm = norm;
+    c.ablations = ablations;
+    return c;
+}
+
+// The three LayerNorm slots of a sub-layer boundary and of the head. Pre and post use only LN_X (the norm on the
+// single stream x: LN1/LN2 and LN_f); siamese uses all three: LN_x, LN_y and LN_in (LN_xf, LN_yf, LN_f at the head).
+enum { LN_X = 0, LN_Y = 1, LN_IN = 2, LN_SLOTS = 3 };
+static int ln_slots(const GPT2Config& c) { return c.norm == NORM_SIAMESE ? 3 : 1; }
+
+// depth-wise scale 1/c_l of block l on the X stream, c_l = sqrt(2(l+1))
+static double inv_depth_scale(const GPT2Config& c, int l) {
+    if (c.ablations & ABLATE_NO_DEPTH_SCALE) return 1.0;
+    return 1.0 / std::sqrt(2.0 * (l + 1));
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// parameters: one contiguous buffer; a struct of named pointers into it; a table that fixes the file order
+
+template <typename T>
+struct ParameterTensorsT {  // T: float or double on the CPU, float (and bf16) on the GPU
+    T* wte;                       // (Vp, C) token embedding, tied with the output projection
+    T* wpe;                       // (maxT, C) position embedding
+    T* lnw[2][LN_SLOTS];          // [attn/mlp][slot] (L, C) LayerNorm gains of the sub-layer boundaries
+    T* lnb[2][LN_SLOTS];          // (L, C) and shifts
+    T* qkvw;                      // (L, 3C, C)
+    T* qkvb;                      // (L, 3C)
+    T* attprojw;                  // (L, C, C)
+    T* attprojb;                  // (L, C)
+    T* fcw;                       // (L, 4C, C)
+    T* fcb;                       // (L, 4C)
+    T* fcprojw;                   // (L, C, 4C)
+    T* fcprojb;                   // (L, C)
+    T* lnfw[LN_SLOTS];            // (C) head LayerNorms: pre LN_f in slot 0; siamese LN_xf, LN_yf, LN_f
+    T* lnfb[LN_SLOTS];
+};
+
+template <typename T>
+struct TensorSpecT {
+    const char* name;  // as in the checkpoint tensor list
+    T** ptr;           // which pointer of ParameterTensorsT it fills
+    size_t size;       // number of elements: the product of the shape
+    int decay;         // weight decay applies (2-D weight matrices only)
+    int ndim;          // 1..3: (C), (L, C), (Vp, C), (L, 3C, C), ...
+    size_t shape[3];
+};
+
+// The tensors of a layout in checkpoint order. Pre-Norm is llm.c's exact order, so GPT-2 files load unchanged.
+template <typename T>
+static std::vector<TensorSpecT<T>> parameter_specs(const GPT2Config& c, ParameterTensorsT<T>* p) {
+    size_t C = c.channels, L = c.num_layers, Vp = c.padded_vocab_size, maxT = c.max_seq_len;
+    std::vector<TensorSpecT<T>> s;
+    auto add = [&](const char* name, T** ptr, int decay, std::initializer_list<size_t> shape) {
+        TensorSpecT<T> t = {name, ptr, 1, decay, (int)shape.size(), {0, 0, 0}};
+        int i = 0;
+        for (size_t d : shape) t.size *= d, t.shape[i++] = d;
+        s.push_back(t);
+    };
+    add("wte", &p->wte, 1, {Vp, C});
+    add("wpe", &p->wpe, 1, {maxT, C});
+    static const char* const SIAMESE_LN[2][3][2] = {{{"ln1xw", "ln1xb"}, {"ln1yw", "ln1yb"}, {"ln1iw", "ln1ib"}},
+                                                    {{"ln2xw", "ln2xb"}, {"ln2yw", "ln2yb"}, {"ln2iw", "ln2ib"}}};
+    static const char* const PLAIN_LN[2][2] = {{"ln1w", "ln1b"}, {"ln2w", "ln2b"}};
+    for (int k = 0; k < 2; k++) {  // k = 0: the boundary before attention, k = 1: before the MLP
+        for (int j = 0; j < ln_slots(c); j++) {
+            const char* wname = c.norm == NORM_SIAMESE ? SIAMESE_LN[k][j][0] : PLAIN_LN[k][0];
+            const char* bname = c.norm == NORM_SIAMESE ? SIAMESE_LN[k][j][1] : PLAIN_LN[k][1];
+            add(wname, &p->lnw[k][j], 0, {L, C});
+            add(bname, &p->lnb[k][j], 0, {L, C});
+        }
+        if (k == 0) {
+            add("qkvw", &p->qkvw, 1, {L, 3 * C, C});
+            add("qkvb", &p->qkvb, 0, {L, 3 * C});
+            add("attprojw", &p->attprojw, 1, {L, C, C});
+            add("attprojb", &p->attprojb, 0, {L, C});
+        } else {
+            add("fcw", &p->fcw, 1, {L, 4 * C, C});
+            add("fcb", &p->fcb, 0, {L, 4 * C});
+            add("fcprojw", &p->fcprojw, 1, {L, C, 4 * C});
+            add("fcprojb", &p->fcprojb, 0, {L, C});
+        }
+    }
+    if (c.norm == NORM_PRE) {
+        add("lnfw", &p->lnfw[0], 0, {C});
+        add("lnfb", &p->lnfb[0], 0, {C});
+    } else if (c.norm == NORM_SIAMESE) {
+        static const char* const HEAD[3][2] = {{"lnfxw", "lnfxb"}, {"lnfyw", "lnfyb"}, {"lnfw", "lnfb"}};
+        for (int j = 0; j < 3; j++) {
+            add(HEAD[j][0], &p->lnfw[j], 0, {C});
+            add(HEAD[j][1], &p->lnfb[j], 0, {C});
+        }
+    }
+    return s;
+}
+
+// point the named pointers of `p` into `memory`, in checkpoint order
+template <typename T>
+static void point_parameters(const GPT2Config& c, ParameterTensorsT<T>* p, T* memory) {
+    memset(p, 0, sizeof(*p));
+    for (const TensorSpecT<T>& t : parameter_specs(c, p)) {
+        *t.ptr = memory;
+        memory += t.size;
+    }
+}
+
+// the same table with offsets instead of pointers: what the optimizer and the init loop walk over
+typedef struct {
+    const char* name;
+    size_t offset, size;  // in elements, into the one parameter buffer
+    int decay;
+    int ndim;
+    size_t shape[3];
+} TensorInfo;
+
+static std::vector<TensorInfo> parameter_table(const GPT2Config& c) {
+    ParameterTensorsT<char> dummy;
+    std::vector<TensorInfo> table;
+    size_t offset = 0;
+    for (const TensorSpecT<char>& t : parameter_specs(c, &dummy)) {
+        table.push_back({t.name, offset, t.size, t.decay, t.ndim, {t.shape[0], t.shape[1], t.shape[2]}});
+        offset += t.size;
+    }
+    return table;
+}
+
+static size_t count_parameters(const GPT2Config& c) {
+    size_t n = 0;
+    for (const TensorInfo& t : parameter_table(c)) n += t.size;
+    return n;
+}
+
+static void validate_config(const GPT2Config& c) {
+    if (c.num_layers < 1 || c.channels < 1 || c.num_heads < 1 || c.max_seq_len < 1 || c.vocab_size < 1)
+        fail("model shape must be positive (L=%d C=%d NH=%d maxT=%d V=%d)", c.num_layers, c.channels, c.num_heads,
+             c.max_seq_len, c.vocab_size);
+    if (c.channels % c.num_heads != 0) fail("channels (%d) must be divisible by heads (%d)", c.channels, c.num_heads);
+    if (c.vocab_size > 65536) fail("vocabulary %d does not fit the uint16 token shards", c.vocab_size);
+    if (c.padded_vocab_size < c.vocab_size) fail("padded vocabulary %d < vocabulary %d", c.padded_vocab_size, c.vocab_size);
+    if (c.norm < 0 || c.norm > 2) fail("unknown layout %d (0 pre, 1 post, 2 siamese)", c.norm);
+    if (c.ablations & ~(ABLATE_NO_DEPTH_SCALE | ABLATE_NO_LN_IN)) fail("unknown ablation bits %d", c.ablations);
+    if (c.ablations && c.norm != NORM_SIAMESE) fail("the ablations apply to the siamese layout only");
+}
+
+// the checks both trainers' forward passes make of a batch (B, T) before running it: its shape against the model
+// and against the activations allocated for (max_B, max_T), and every token id against the vocabulary
+static void check_batch(const GPT2Config& c, const int* inputs, const int* targets, int B, int T, int max_B,
+                        int max_T) {
+    if (B < 1 || T < 1) fail("batch shape must be positive (B=%d, T=%d)", B, T);
+    if (T > c.max_seq_len) fail("sequence length %d exceeds the model's maximum %d", T, c.max_seq_len);
+    if (B > max_B || T > max_T) fail("batch (B=%d, T=%d) exceeds the allocated (B=%d, T=%d)", B, T, max_B, max_T);
+    for (int i = 0; i < B * T; i++) {
+        if (inputs[i] < 0 || inputs[i] >= c.vocab_size)
+            fail("token id %d out of range (vocabulary %d)", inputs[i], c.vocab_size);
+        if (targets && (targets[i] < 0 || targets[i] >= c.vocab_size))
+            fail("target id %d out of range (vocabulary %d)", targets[i], c.vocab_size);
+    }
+}
+
+// --print-tensors: the tensor table of a model as one JSON object: the configuration, then each tensor in
+// checkpoint order with its offset (in float32 elements after the 256-int header), shape and whether weight decay
+// applies. The Python tools and tests read checkpoints through it instead of keeping their own copy of the order.
+static void print_tensor_table(const GPT2Config& c) {
+    printf("{\"layout\": \"%s\", \"ablations\": %d, \"max_seq_len\": %d, \"vocab_size\": %d, "
+           "\"padded_vocab_size\": %d, \"num_layers\": %d, \"num_heads\": %d, \"channels\": %d, "
+           "\"header_ints\": %d, \"num_parameters\": %zu,\n \"tensors\": [",
+           NORM_NAMES[c.norm], c.ablations, c.max_seq_len, c.vocab_size, c.padded_vocab_size, c.num_layers,
+           c.num_heads, c.channels, HEADER_INTS, count_parameters(c));
+    std::vector<TensorInfo> table = parameter_table(c);
+    for (size_t i = 0; i < table.size(); i++) {
+        const TensorInfo& t = table[i];
+        printf("%s\n  {\"name\": \"%s\", \"offset\": %zu, \"shape\": [", i ? "," : "", t.name, t.offset);
+        for (int d = 0; d < t.ndim; d++) printf("%s%zu", d ? ", " : "", t.shape[d]);
+        printf("], \"decay\": %d}", t.decay);
+    }
+    printf("\n]}\n");
+}
