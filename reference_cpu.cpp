@@ -556,8 +556,8 @@ static void gpt2_build_from_checkpoint(GPT2* model, const char* path) {
     checkpoint_read_parameters(f, path, model->params_memory, model->num_parameters);
 }
 
-static void gpt2_save_checkpoint(const GPT2* model, const char* path) {
-    checkpoint_write(path, model->config, model->params_memory);
+static FileSum gpt2_save_checkpoint(const GPT2* model, const char* path) {
+    return checkpoint_write(path, model->config, model->params_memory);
 }
 
 static void gpt2_allocate_optimizer_state(GPT2* model) {
@@ -955,9 +955,9 @@ static bool train_params_finite(GPT2* m) {
     return true;
 }
 
-static void train_save(GPT2* m, const char* model_path, const char* state_path, const TrainState& st) {
-    gpt2_save_checkpoint(m, model_path);
-    state_write(state_path, st, m->m_memory, m->v_memory);
+static SavedFiles train_save(GPT2* m, const char* model_path, const char* state_path, const TrainState& st) {
+    FileSum model = gpt2_save_checkpoint(m, model_path);
+    return {model, state_write(state_path, st, m->m_memory, m->v_memory)};
 }
 
 static TrainState train_load_state(GPT2* m, const char* path, DataLoader* loader) {

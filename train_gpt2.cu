@@ -1428,10 +1428,10 @@ static void train_update(GPT2* m, const TrainOptions& o, double lr, double grad_
 // overflows a double)
 static bool train_params_finite(GPT2* m) { return std::isfinite(sum_of_squares(m, m->params_memory)); }
 
-static void train_save(GPT2* m, const char* model_path, const char* state_path, const TrainState& st) {
+static SavedFiles train_save(GPT2* m, const char* model_path, const char* state_path, const TrainState& st) {
     size_t n = m->num_parameters;
-    checkpoint_write(model_path, m->config, download(m->params_memory, n).data());  // the master weights
-    state_write(state_path, st, download(m->m_memory, n).data(), download(m->v_memory, n).data());
+    FileSum model = checkpoint_write(model_path, m->config, download(m->params_memory, n).data());  // master weights
+    return {model, state_write(state_path, st, download(m->m_memory, n).data(), download(m->v_memory, n).data())};
 }
 
 static TrainState train_load_state(GPT2* m, const char* path, DataLoader* loader) {

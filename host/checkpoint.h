@@ -19,15 +19,15 @@ static const int MODEL_MAGIC = 20240326, MODEL_VERSION_FP32 = 3;  // llm.c's mod
 static const int STATE_MAGIC = 20240527, STATE_VERSION = 1;       // our optimizer/data-loader state
 
 // ----------------------------------------------------------------------------------------------------------------
-// files: float32 arrays written from and read into any element type; atomic replacement
+// files: float32 arrays written from and read into any element type
 
 template <typename T>
-static void write_as_float(const T* src, size_t n, FILE* f, const char* path) {
+static void write_as_float(const T* src, size_t n, AtomicFile* f) {
     std::vector<float> buf(1 << 16);
     for (size_t i = 0; i < n; i += buf.size()) {
         size_t k = n - i < buf.size() ? n - i : buf.size();
         for (size_t j = 0; j < k; j++) buf[j] = (float)src[i + j];
-        fwrite_or_fail(buf.data(), sizeof(float), k, f, path);
+        atomic_write(f, buf.data(), sizeof(float), k);
     }
 }
 
@@ -101,27 +101,36 @@ static void checkpoint_read_parameters(FILE* f, const char* path, T* params, siz
         if (!std::isfinite((double)params[i])) fail("'%s' holds a non-finite parameter at index %zu", path, i);
 }
 
+// writes the whole file or nothing (AtomicFile); returns its size and checksum
 template <typename T>
-static void checkpoint_write(const char* path, const GPT2Config& c, const T* params) {
+static FileSum checkpoint_write(const char* path, const GPT2Config& c, const T* params) {
     int header[HEADER_INTS];
     checkpoint_header(c, header);
-    std::string tmp;
-    FILE* f = open_for_atomic_write(path, &tmp);
-    fwrite_or_fail(header, sizeof(int), HEADER_INTS, f, path);
-    write_as_float(params, count_parameters(c), f, path);
-    finish_atomic_write(f, path, tmp);
+    AtomicFile f;
+    atomic_open(&f, path);
+    atomic_write(&f, header, sizeof(int), HEADER_INTS);
+    write_as_float(params, count_parameters(c), &f);
+    return atomic_finish(&f);
 }
 
 // ----------------------------------------------------------------------------------------------------------------
 // optimizer state: AdamW moments plus where the data loader stands, so that training resumes exactly.
 // 256 int32 header: magic 20240527, version 1, step, B, T, shard, position (int64 in 2 ints), sampling rng (2 ints),
-// number of parameters (2 ints); then m and v as float32.
+// number of parameters (2 ints), the run's -x (its learning-rate schedule; 0 in files of older versions), the rest
+// 0; then m and v as float32. Nothing in it depends on more than the run's flags and data, so that the same run
+// writes the same bytes however often it was interrupted.
+
+// what a checkpoint's two files were written as (their sizes and checksums go into its marker, host/rundir.h)
+typedef struct {
+    FileSum model, state;
+} SavedFiles;
 
 typedef struct {
     int step, B, T, shard;
     long long position;
     uint64_t rng;
     uint64_t num_parameters;
+    int max_steps;  // the -x of the run that wrote it: its learning-rate schedule
 } TrainState;
 
 static void pack64(int* h, uint64_t v) { memcpy(h, &v, 8); }
@@ -131,8 +140,9 @@ static uint64_t unpack64(const int* h) {
     return v;
 }
 
+// writes the whole file or nothing (AtomicFile); returns its size and checksum
 template <typename T>
-static void state_write(const char* path, const TrainState& s, const T* m, const T* v) {
+static FileSum state_write(const char* path, const TrainState& s, const T* m, const T* v) {
     int header[HEADER_INTS] = {0};
     header[0] = STATE_MAGIC;
     header[1] = STATE_VERSION;
@@ -143,12 +153,13 @@ static void state_write(const char* path, const TrainState& s, const T* m, const
     pack64(header + 6, (uint64_t)s.position);
     pack64(header + 8, s.rng);
     pack64(header + 10, s.num_parameters);
-    std::string tmp;
-    FILE* f = open_for_atomic_write(path, &tmp);
-    fwrite_or_fail(header, sizeof(int), HEADER_INTS, f, path);
-    write_as_float(m, s.num_parameters, f, path);
-    write_as_float(v, s.num_parameters, f, path);
-    finish_atomic_write(f, path, tmp);
+    header[12] = s.max_steps;
+    AtomicFile f;
+    atomic_open(&f, path);
+    atomic_write(&f, header, sizeof(int), HEADER_INTS);
+    write_as_float(m, s.num_parameters, &f);
+    write_as_float(v, s.num_parameters, &f);
+    return atomic_finish(&f);
 }
 
 // Reads a state file for a model of num_parameters trained on `d`, checks that it fits, and moves `d` to where
@@ -167,6 +178,9 @@ static TrainState state_read(const char* path, size_t num_parameters, DataLoader
     s.position = (long long)unpack64(header + 6);
     s.rng = unpack64(header + 8);
     s.num_parameters = unpack64(header + 10);
+    s.max_steps = header[12];
+    for (int i = 13; i < HEADER_INTS; i++)
+        if (header[i] != 0) fail("'%s' has unknown header field %d = %d", path, i, header[i]);
     if (s.num_parameters != num_parameters)
         fail("'%s' is for a model of %llu parameters, not %zu", path, (unsigned long long)s.num_parameters,
              num_parameters);

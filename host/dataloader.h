@@ -46,6 +46,8 @@ static void dataloader_init(DataLoader* d, const char* pattern, int B, int T) {
         fclose(f);
         if (header[0] != SHARD_MAGIC) fail("'%s' is not a token shard (bad magic %d)", p, header[0]);
         if (header[1] != SHARD_VERSION) fail("'%s' has unsupported shard version %d", p, header[1]);
+        for (int i = 4; i < HEADER_INTS; i++)
+            if (header[i] != 0) fail("'%s' has unknown header field %d = %d", p, i, header[i]);
         long long n = header[2];
         long long bytes = file_size_or_fail(p);
         if (n < 0 || bytes != HEADER_INTS * 4 + 2 * n)

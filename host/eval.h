@@ -3,6 +3,7 @@ host/eval.h: what a run measures besides its training loss, through the trainer'
 host/train_loop.h): the validation loss, samples, and the exact-match accuracy of greedy answers.
 */
 #pragma once
+#include <algorithm>
 #include <vector>
 #include "dataloader.h"
 #include "rand.h"
@@ -71,6 +72,7 @@ static double answer_accuracy(const AnswerSet& set, int eot, int max_len, NextTo
 // ----------------------------------------------------------------------------------------------------------------
 // validation and samples
 
+// the mean loss over up to max_batches batches of the validation shards, from their start
 template <typename Model>
 static double validation_loss(Model* model, DataLoader* val, int max_batches) {
     long long tokens = 0;
@@ -87,16 +89,22 @@ static double validation_loss(Model* model, DataLoader* val, int max_batches) {
     return sum / batches;
 }
 
-// samples `steps` tokens after start_token from the model's distribution and prints them (no KV cache)
+// Samples n tokens that continue `tokens` (the prompt, or the eot token) from the model's distribution and prints
+// them as they come. The model sees the last `window` tokens (-t): a sliding window once the text is longer. No KV
+// cache: each token is a forward pass over the window.
 template <typename Model>
-static void generate(Model* m, const Tokenizer* tok, int start_token, int steps, uint64_t* rng) {
-    std::vector<int> tokens(steps + 1, start_token);
+static void generate(Model* m, const Tokenizer* tok, std::vector<int> tokens, int n, int window, uint64_t* rng,
+                     double temperature, int top_k) {
     std::vector<double> probs;
-    for (int t = 1; t <= steps; t++) {
-        train_next_token_probs(m, tokens.data(), t, &probs);
-        tokens[t] = sample_from(probs.data(), (int)probs.size(), random_uniform(rng));
-        tokenizer_print(tok, tokens[t]);
+    SamplePrinter out;
+    for (int i = 0; i < n; i++) {
+        int context = std::min((int)tokens.size(), window);
+        train_next_token_probs(m, tokens.data() + tokens.size() - context, context, &probs);
+        tokens.push_back(sample_from(probs, random_uniform(rng), temperature, top_k));
+        out.token(tok, tokens.back());
+        fflush(stdout);
     }
+    out.finish();
     printf("\n");
     fflush(stdout);
 }

@@ -14,12 +14,16 @@ for (a new shape, or one that must agree with a loaded checkpoint).
 
 typedef struct {
     const char *train_pattern, *val_pattern, *model, *out_dir, *tokenizer;
+    const char* prompt;     // --prompt: samples continue this text (nullptr: they start from the eot token)
     const char* attention;  // --attention: CUDA trainer only, materialized or flash (nullptr: the build's default)
     int layers, channels, heads, max_seq_len, vocab, norm, ablations;  // 0 (-1 for norm): not given
     int B, T, total_batch, warmup, max_steps, val_every, val_steps, sample_every, gen_tokens;
     int checkpoint_every, resume, overfit, tf32, eval_answers;
     int recompute;  // -r: CUDA trainer only, recompute GELU and LayerNorm outputs in the backward pass (0 or 1)
     int print_tensors;  // --print-tensors: print the model's tensor table as JSON and exit
+    int start_over;     // --start-over: a fresh run may replace the previous run's files in -o
+    int top_k;          // --top-k: sample among the k most likely tokens only (0: all)
+    double temperature; // --temperature: of the samples (1: the model's distribution, 0: the most likely token)
     double lr, final_frac, weight_decay, grad_clip;
     uint64_t seed;
 } TrainOptions;
@@ -44,8 +48,13 @@ static void print_usage(const char* program) {
             "  -x N        steps (default -1: one epoch)         -a 0|1  overfit a single batch (default 0)\n"
             "  -v N        validate every N steps (default 20)   -m N  validation batches (default 20)\n"
             "  -s N        sample every N steps (default 20)     -g N  tokens to sample (default 64)\n"
+            "  --prompt TEXT       samples continue TEXT; with -x 0 the trainer only samples (no data needed):\n"
+            "                      ./reference_cpu -e CKPT -x 0 --prompt \"In the beginning\" -g 200\n"
+            "  --temperature F     of the samples (default 1; 0 takes the most likely token)\n"
+            "  --top-k N           sample among the N most likely tokens only (default 0: all)\n"
             "  -n N        checkpoint every N steps, and always at the end when -o is given (default 0)\n"
-            "  -y 0|1      resume from the latest checkpoint in -o (default 0)\n"
+            "  -y 0|1      resume from the latest checkpoint in -o (default 0); a larger -x extends the run\n"
+            "  --start-over  a new run in an -o that holds another run's checkpoints: remove them first\n"
             "  --seed N    initialization and sampling seed (default 1337)\n"
             "  --tokenizer <file>  for decoding samples (default: *_tokenizer.bin next to the train shards)\n"
             "  --eval-answers N    at each validation, exact-match accuracy of greedy answers on the first N\n"
@@ -78,6 +87,13 @@ static double parse_double(const char* flag, const char* s) {
     return v;
 }
 
+// the model-shape flags: a number >= 1 (0 is no shape; leaving the flag out gives the default)
+static int parse_positive(const char* flag, const char* s) {
+    long v = parse_int(flag, s);
+    if (v < 1) fail("flag %s must be at least 1, got %ld", flag, v);
+    return (int)v;
+}
+
 static int parse_norm(const char* s) {
     for (int i = 0; i < 3; i++)
         if (strcmp(s, NORM_NAMES[i]) == 0) return i;
@@ -93,7 +109,7 @@ static TrainOptions parse_options(int argc, char** argv) {
     o.norm = -1;
     o.B = 8, o.T = 128, o.total_batch = -1, o.max_steps = -1, o.val_every = 20, o.val_steps = 20;
     o.sample_every = 20, o.gen_tokens = 64;
-    o.lr = 3e-4, o.final_frac = 1.0, o.grad_clip = 1.0;
+    o.lr = 3e-4, o.final_frac = 1.0, o.grad_clip = 1.0, o.temperature = 1.0;
     o.seed = 1337;
     for (int i = 1; i < argc; i++) {
         const char* f = argv[i];
@@ -104,6 +120,7 @@ static TrainOptions parse_options(int argc, char** argv) {
         if (!strcmp(f, "--no-depth-scale")) { o.ablations |= ABLATE_NO_DEPTH_SCALE; continue; }
         if (!strcmp(f, "--no-ln-in")) { o.ablations |= ABLATE_NO_LN_IN; continue; }
         if (!strcmp(f, "--print-tensors")) { o.print_tensors = 1; continue; }
+        if (!strcmp(f, "--start-over")) { o.start_over = 1; continue; }
         if (f[0] != '-') fail("unexpected argument '%s' (see -h)", f);
         if (i + 1 >= argc) fail("flag %s needs a value (see -h)", f);
         const char* v = argv[++i];
@@ -114,11 +131,14 @@ static TrainOptions parse_options(int argc, char** argv) {
         else if (!strcmp(f, "--tokenizer")) o.tokenizer = v;
         else if (!strcmp(f, "--attention")) o.attention = v;
         else if (!strcmp(f, "--norm")) o.norm = parse_norm(v);
-        else if (!strcmp(f, "--layers")) o.layers = (int)parse_int(f, v);
-        else if (!strcmp(f, "--channels")) o.channels = (int)parse_int(f, v);
-        else if (!strcmp(f, "--heads")) o.heads = (int)parse_int(f, v);
-        else if (!strcmp(f, "--max-seq-len")) o.max_seq_len = (int)parse_int(f, v);
-        else if (!strcmp(f, "--vocab")) o.vocab = (int)parse_int(f, v);
+        else if (!strcmp(f, "--layers")) o.layers = parse_positive(f, v);
+        else if (!strcmp(f, "--channels")) o.channels = parse_positive(f, v);
+        else if (!strcmp(f, "--heads")) o.heads = parse_positive(f, v);
+        else if (!strcmp(f, "--max-seq-len")) o.max_seq_len = parse_positive(f, v);
+        else if (!strcmp(f, "--vocab")) o.vocab = parse_positive(f, v);
+        else if (!strcmp(f, "--prompt")) o.prompt = v;
+        else if (!strcmp(f, "--temperature")) o.temperature = parse_double(f, v);
+        else if (!strcmp(f, "--top-k")) o.top_k = (int)parse_int(f, v);
         else if (!strcmp(f, "--seed")) o.seed = (uint64_t)parse_int(f, v);
         else if (!strcmp(f, "--grad-clip")) o.grad_clip = parse_double(f, v);
         else if (!strcmp(f, "-b")) o.B = (int)parse_int(f, v);
@@ -159,8 +179,12 @@ static TrainOptions parse_options(int argc, char** argv) {
         fail("-y, -a and -f take 0 or 1");
     if (o.recompute != 0 && o.recompute != 1) fail("-r takes 0 or 1");
     if (o.resume && !o.out_dir) fail("-y 1 needs -o <dir> to find the checkpoint in");
-    if (o.vocab < 0 || o.layers < 0 || o.channels < 0 || o.heads < 0 || o.max_seq_len < 0)
-        fail("--vocab, --layers, --channels, --heads and --max-seq-len must be positive");
+    if (o.out_dir && !*o.out_dir) fail("-o needs a directory name (got an empty one)");
+    if (o.start_over && o.resume) fail("--start-over and -y 1 contradict each other");
+    if (o.start_over && !o.out_dir) fail("--start-over needs -o <dir>");
+    if (o.temperature < 0) fail("--temperature must be >= 0");
+    if (o.top_k < 0) fail("--top-k must be >= 0");
+    if (o.prompt && !*o.prompt) fail("--prompt needs some text");
     if (o.eval_answers < 0) fail("--eval-answers must be >= 0");
     if (o.eval_answers > 0 && o.val_every == 0) fail("--eval-answers runs at validation: give -v > 0");
     return o;

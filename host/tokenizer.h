@@ -1,9 +1,14 @@
 /*
 host/tokenizer.h: llm.c's tokenizer file (256 int32 header: magic 20240328, version 2, vocabulary size, eot; then
-for each token a length and its bytes), for printing samples; and drawing a token from a distribution.
+for each token a length and its bytes): turning a prompt into tokens, printing samples safely, and drawing a token
+from the model's distribution (temperature, top-k).
 */
 #pragma once
+#include <algorithm>
+#include <cmath>
+#include <functional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 #include "utils.h"
 
@@ -20,6 +25,8 @@ typedef struct {
 static void tokenizer_load(Tokenizer* t, const char* path, int required) {
     t->tokens.clear();
     t->eot_token = 0;
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) fail("'%s' is not a regular file", path);
     FILE* f = fopen(path, "rb");
     if (!f) {
         if (required) fail("cannot open tokenizer '%s' (%s)", path, strerror(errno));
@@ -47,24 +54,120 @@ static void tokenizer_load(Tokenizer* t, const char* path, int required) {
     fclose(f);
 }
 
-// prints a token's bytes; control bytes other than newline and tab are escaped so a sample cannot upset a terminal
-static void tokenizer_print(const Tokenizer* t, int token) {
-    if (t->tokens.empty() || token < 0 || token >= (int)t->tokens.size()) {
-        printf("<%d>", token);
-        return;
+// The prompt as tokens: at each position the longest token of the vocabulary that matches there. For a byte-level
+// vocabulary (the KJV data) and the addition task's symbols this is their exact tokenization; for GPT-2's BPE it
+// is a valid one that may differ from tiktoken's merges (which the tokenizer file does not hold).
+static std::vector<int> tokenizer_encode(const Tokenizer* t, const std::string& text) {
+    std::unordered_map<std::string, int> ids;
+    size_t longest = 0;
+    for (size_t i = 0; i < t->tokens.size(); i++) {
+        ids.emplace(t->tokens[i], (int)i);  // the first of equal tokens wins
+        longest = std::max(longest, t->tokens[i].size());
     }
-    for (unsigned char ch : t->tokens[token]) {
-        if (ch < 32 && ch != '\n' && ch != '\t') printf("\\x%02x", ch);
-        else putchar(ch);
+    std::vector<int> out;
+    for (size_t at = 0; at < text.size();) {
+        size_t len = std::min(longest, text.size() - at);
+        for (; len > 0; len--) {
+            auto it = ids.find(text.substr(at, len));
+            if (it != ids.end()) {
+                out.push_back(it->second);
+                break;
+            }
+        }
+        if (len == 0) fail("the prompt's byte 0x%02x at %zu is no token of the vocabulary", (unsigned char)text[at], at);
+        at += len;
     }
+    return out;
 }
 
-template <typename T>
-static int sample_from(const T* probs, int V, double coin) {
+// Prints the bytes of sampled tokens so that they cannot upset a terminal: valid UTF-8 goes out as it is (a
+// character may be split over tokens, so an incomplete one waits for the next token), newline and tab too; control
+// bytes, DEL and bytes that are no part of valid UTF-8 are shown escaped as \xNN.
+struct SamplePrinter {
+    std::string pending;  // the start of a character whose remaining bytes have not been sampled yet
+
+    static int sequence_length(unsigned char c) {  // of a UTF-8 sequence starting with c; 0: c cannot start one
+        return c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    }
+    static bool valid_sequence(const unsigned char* p, int n) {  // the continuation bytes, overlong and surrogates
+        for (int i = 1; i < n; i++)
+            if ((p[i] & 0xC0) != 0x80) return false;
+        if (n == 3 && ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xED && p[1] >= 0xA0))) return false;
+        if (n == 4 && ((p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] >= 0x90))) return false;
+        return true;
+    }
+    static void escape(unsigned char c) { printf("\\x%02x", c); }
+
+    void put(const std::string& bytes) {
+        pending += bytes;
+        size_t i = 0;
+        const unsigned char* p = (const unsigned char*)pending.data();
+        while (i < pending.size()) {
+            unsigned char c = p[i];
+            int n = sequence_length(c);
+            if (n == 1) {
+                if ((c < 32 && c != '\n' && c != '\t') || c == 127) escape(c);
+                else putchar(c);
+                i++;
+            } else if (n == 0) {
+                escape(c), i++;
+            } else if (i + n > pending.size()) {
+                bool so_far = true;  // wait for the rest only if what has come so far can still be valid
+                for (size_t j = i + 1; j < pending.size(); j++) so_far &= (p[j] & 0xC0) == 0x80;
+                if (so_far) break;
+                escape(c), i++;
+            } else if (valid_sequence(p + i, n)) {
+                fwrite(p + i, 1, n, stdout), i += n;
+            } else {
+                escape(c), i++;
+            }
+        }
+        pending.erase(0, i);
+    }
+    void token(const Tokenizer* t, int id) {
+        if (t->tokens.empty() || id < 0 || id >= (int)t->tokens.size()) {
+            finish();
+            printf("<%d>", id);
+        } else {
+            put(t->tokens[id]);
+        }
+    }
+    void finish() {  // what is left of an incomplete character, escaped
+        for (unsigned char c : pending) escape(c);
+        pending.clear();
+    }
+};
+
+// A token drawn from probs[0..V) with one uniform number `coin`. With temperature 1 and no top-k, the plain inverse
+// CDF over the model's distribution. Otherwise the distribution is sharpened or flattened first, p_i^(1/temperature)
+// renormalized (the softmax of logits/temperature), and with top_k > 0 only the k most likely tokens keep their
+// mass (nanoGPT's sample.py); temperature 0 takes the most likely token.
+static int sample_from(const std::vector<double>& probs, double coin, double temperature = 1.0, int top_k = 0) {
+    int V = (int)probs.size();
+    if (temperature == 1.0 && top_k <= 0) {
+        double cdf = 0;
+        for (int i = 0; i < V; i++) {
+            cdf += probs[i];
+            if (coin < cdf) return i;
+        }
+        return V - 1;  // rounding
+    }
+    if (temperature == 0) return (int)(std::max_element(probs.begin(), probs.end()) - probs.begin());
+    std::vector<double> p(V);
+    double cut = -1;  // the k-th largest probability: tokens below it get none
+    if (top_k > 0 && top_k < V) {
+        std::vector<double> sorted = probs;
+        std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(), std::greater<double>());
+        cut = sorted[top_k - 1];
+    }
+    double sum = 0;
+    for (int i = 0; i < V; i++) sum += p[i] = probs[i] >= cut && probs[i] > 0 ? std::pow(probs[i], 1.0 / temperature) : 0.0;
     double cdf = 0;
     for (int i = 0; i < V; i++) {
-        cdf += probs[i];
+        cdf += p[i] / sum;
         if (coin < cdf) return i;
     }
-    return V - 1;  // rounding
+    for (int i = V - 1; i > 0; i--)  // rounding: the last token that has any mass
+        if (p[i] > 0) return i;
+    return 0;
 }

@@ -39,19 +39,19 @@ backward, update, log. With it come the pieces it is built from, one file per ro
 //   train_next_token_probs(m, tokens, n, &p)     p = the model's distribution of the token after tokens[0..n)
 //   train_update(m, o, lr, grad_scale, t)        one AdamW step (t counts from 1)
 //   train_params_finite(m)                       all parameters finite?
-//   train_save(m, model_path, state_path, st)    checkpoint and optimizer state
+//   train_save(m, model_path, state_path, st)    checkpoint and optimizer state; returns their sizes and checksums
 //   train_load_state(m, path, loader)            the reverse of the state part; moves the loader
 //   train_describe(m, o, &rows)                  extra rows of the header table
 //   train_progress_suffix(m, tokens_per_s)       appended to each progress line
 //   train_sync(m)                                wait for the device before a step's time is read
 
-// the mean loss over up to max_batches batches of the validation shards, from their start
-// --print-tensors: the model that -e <checkpoint> or the shape flags describe (the vocabulary from --vocab or the
-// train shards' header)
-static GPT2Config tensor_table_config(const TrainOptions& o) {
+// The model the flags describe without training data: -e <checkpoint>'s, or a new shape whose vocabulary comes from
+// --vocab or the train shards' header (--print-tensors; sampling with -x 0)
+static GPT2Config config_from_flags(const TrainOptions& o) {
     GPT2Config c;
     if (o.model && !is_shape_name(o.model)) {
         fclose(checkpoint_open(o.model, &c));
+        check_loaded_config(c, o);
         return c;
     }
     int vocab = o.vocab;
@@ -63,28 +63,109 @@ static GPT2Config tensor_table_config(const TrainOptions& o) {
     return new_model_config(o, vocab);
 }
 
+// the tokenizer -s, --prompt and --eval-answers need: --tokenizer, or the one beside the train shards; checked
+// against the model's vocabulary now rather than at the first sample
+static void load_tokenizer(Tokenizer* tok, const TrainOptions& o, const GPT2Config& c) {
+    tok->tokens.clear();
+    tok->eot_token = 0;
+    int required = o.tokenizer || o.eval_answers > 0 || o.prompt;
+    if (o.sample_every == 0 && !required) return;
+    std::string path = o.tokenizer ? o.tokenizer : default_tokenizer(o.train_pattern);
+    if (path.empty()) {
+        if (required) fail("no tokenizer beside '%s': give --tokenizer <file>", o.train_pattern);
+        fprintf(stderr, "warning: no tokenizer next to the train shards; samples print token ids\n");
+        return;
+    }
+    tokenizer_load(tok, path.c_str(), required);
+    if (tok->tokens.empty()) return;
+    if ((int)tok->tokens.size() < c.vocab_size)
+        fail("the tokenizer knows %zu tokens but the model has %d", tok->tokens.size(), c.vocab_size);
+    if (tok->eot_token >= c.vocab_size)
+        fail("the tokenizer's eot token %d is outside the model's vocabulary (%d)", tok->eot_token, c.vocab_size);
+}
+
+// what samples start from: the prompt's tokens, or the eot token (the start of a document)
+static std::vector<int> sample_context(const Tokenizer& tok, const TrainOptions& o, const GPT2Config& c) {
+    if (!o.prompt) return {tok.eot_token};
+    std::vector<int> tokens = tokenizer_encode(&tok, o.prompt);
+    for (int t : tokens)
+        if (t >= c.vocab_size) fail("the prompt holds token %d, outside the model's vocabulary (%d)", t, c.vocab_size);
+    return tokens;
+}
+
+static std::string duration(double seconds) {  // 42s, 3m05s, 2h07m
+    char s[32];
+    long v = (long)(seconds + 0.5);
+    if (v < 60) snprintf(s, sizeof(s), "%lds", v);
+    else if (v < 3600) snprintf(s, sizeof(s), "%ldm%02lds", v / 60, v % 60);
+    else snprintf(s, sizeof(s), "%ldh%02ldm", v / 3600, v / 60 % 60);
+    return s;
+}
+
+// -x 0 --prompt TEXT: print -g tokens that continue TEXT, from -e <checkpoint> (or a new model of the flags' shape),
+// and stop; no data and no run directory are touched
+template <typename Model>
+static int sample_only(Model* model, const TrainOptions& o) {
+    GPT2Config c = config_from_flags(o);
+    if (o.model && !is_shape_name(o.model)) gpt2_build_from_checkpoint(model, o.model);
+    else gpt2_init_random(model, c, o.seed);
+    if (o.T > c.max_seq_len) fail("-t %d exceeds the model's maximum sequence length %d", o.T, c.max_seq_len);
+    gpt2_allocate_activations(model, 1, o.T);  // one row: the window of -t tokens
+    Tokenizer tok;
+    load_tokenizer(&tok, o, c);
+    std::vector<int> context = sample_context(tok, o, c);
+    uint64_t rng = o.seed ^ 0xD1B54A32D192ED03ull;
+    SamplePrinter prompt;
+    prompt.put(o.prompt);
+    prompt.finish();
+    generate(model, &tok, context, o.gen_tokens, o.T, &rng, o.temperature, o.top_k);
+    gpt2_free(model);
+    return 0;
+}
+
 template <typename Model>
 static int train_main(int argc, char** argv) {
     TrainOptions o = parse_options(argc, argv);
     if (o.print_tensors) {  // before the backend starts: no GPU needed
-        print_tensor_table(tensor_table_config(o));
+        print_tensor_table(config_from_flags(o));
         return 0;
     }
+    catch_fatal_signals();
     Model model;
     train_backend_init(&model, o);
+    if (o.max_steps == 0 && o.prompt) return sample_only(&model, o);
     int B = o.B, T = o.T;
+
+    // the run directory (-o): this run's alone (locked), resumed with -y 1, started over, or new
+    RunDir run = {};
+    if (o.out_dir) rundir_open(&run, o.out_dir, o.resume, o.start_over);
+    int resume_step = o.resume ? latest_checkpoint(run.dir) : -1;
+    if (o.resume && resume_step < 0) fail("-y 1: no complete checkpoint (DONE_<step>) in '%s'", o.out_dir);
+
+    // the data, and how many steps
     DataLoader train, val;
     dataloader_init(&train, o.train_pattern, B, T);
     if (o.val_every > 0) dataloader_init(&val, o.val_pattern, B, T);
+    int accum = o.total_batch / (B * T);
+    long long train_tokens = 0;
+    for (long long n : train.num_tokens) train_tokens += n;
+    long long epoch_steps = std::max(1LL, train_tokens / o.total_batch);
+    if (o.max_steps == -1 && epoch_steps > 2147483647LL) fail("one epoch is %lld steps: give -x", epoch_steps);
+    int max_steps = o.max_steps == -1 ? (int)epoch_steps : o.max_steps;
+    if (resume_step >= max_steps) {
+        printf("nothing to do: the latest checkpoint in %s is at step %d and -x is %d (a larger -x extends the run)\n",
+               run.dir.c_str(), resume_step, max_steps);
+        return 0;
+    }
 
-    // the model: resumed from -o, loaded from -e <file>, or new
-    char path[4096], path2[4096];
-    int resume_step = o.resume ? latest_checkpoint(o.out_dir) : -1;
-    if (o.resume && resume_step < 0) fail("-y 1: no complete checkpoint (DONE_<step>) in '%s'", o.out_dir);
-    if (resume_step >= 0 || (o.model && !is_shape_name(o.model))) {
-        if (resume_step >= 0) snprintf(path, sizeof(path), "%s/model_%08d.bin", o.out_dir, resume_step);
-        else snprintf(path, sizeof(path), "%s", o.model);
-        gpt2_build_from_checkpoint(&model, path);
+    // the model: resumed from -o (its checkpoint checked against its marker), loaded from -e <file>, or new
+    if (resume_step >= 0) {
+        uint64_t id = verify_checkpoint(run, resume_step);
+        if (id) run.run_id = id;
+        gpt2_build_from_checkpoint(&model, run_file(run, "model", resume_step).c_str());
+        check_loaded_config(model.config, o);
+    } else if (o.model && !is_shape_name(o.model)) {
+        gpt2_build_from_checkpoint(&model, o.model);
         check_loaded_config(model.config, o);
     } else {
         gpt2_init_random(&model, new_model_config(o, train.vocab_size), o.seed);
@@ -95,15 +176,10 @@ static int train_main(int argc, char** argv) {
         fail("the data's vocabulary (%d) is larger than the model's (%d)", train.vocab_size, cfg.vocab_size);
     gpt2_allocate_activations(&model, B, T);  // now, so that sampling's smaller shapes fit in them
 
+    // samples and answers
     Tokenizer tokenizer;
-    tokenizer.eot_token = 0;
-    if (o.sample_every > 0 || o.tokenizer || o.eval_answers > 0) {
-        std::string tok_path = o.tokenizer ? o.tokenizer : default_tokenizer(o.train_pattern);
-        if (tok_path.empty()) fprintf(stderr, "warning: no tokenizer next to the train shards; samples print token ids\n");
-        else tokenizer_load(&tokenizer, tok_path.c_str(), o.tokenizer != nullptr || o.eval_answers > 0);
-    }
-    if (!tokenizer.tokens.empty() && (int)tokenizer.tokens.size() < cfg.vocab_size)
-        fail("the tokenizer knows %zu tokens but the model has %d", tokenizer.tokens.size(), cfg.vocab_size);
+    load_tokenizer(&tokenizer, o, cfg);
+    std::vector<int> context = sample_context(tokenizer, o, cfg);
     AnswerSet answers;
     if (o.eval_answers > 0) answers = load_answer_set(&val, &tokenizer, o.eval_answers);
     std::vector<double> probs;
@@ -115,26 +191,22 @@ static int train_main(int argc, char** argv) {
         return best;
     };
 
-    int accum = o.total_batch / (B * T);
-    long long train_tokens = 0;
-    for (long long n : train.num_tokens) train_tokens += n;
-    int max_steps = o.max_steps;
-    if (max_steps == -1) max_steps = train_tokens / o.total_batch > 0 ? (int)(train_tokens / o.total_batch) : 1;
+    // the optimizer state and where the data stood, for a resume
     int start_step = 0;
     uint64_t rng = o.seed ^ 0xD1B54A32D192ED03ull;  // for sampling
     if (resume_step >= 0) {
-        snprintf(path, sizeof(path), "%s/state_%08d.bin", o.out_dir, resume_step);
-        TrainState st = train_load_state(&model, path, &train);
-        if (st.step != resume_step) fail("'%s' records step %d, not %d", path, st.step, resume_step);
+        std::string path = run_file(run, "state", resume_step);
+        TrainState st = train_load_state(&model, path.c_str(), &train);
+        if (st.step != resume_step) fail("'%s' records step %d, not %d", path.c_str(), st.step, resume_step);
         start_step = st.step;
         rng = st.rng;
+        if (st.max_steps > 0 && st.max_steps != max_steps)
+            printf("note: the run had -x %d, now %d: the learning-rate schedule is recomputed over %d steps, so at "
+                   "step %d it is %.3e (it would have been %.3e)\n", st.max_steps, max_steps, max_steps, start_step,
+                   learning_rate_at(start_step, max_steps, o.lr, o.warmup, o.final_frac),
+                   learning_rate_at(start_step, st.max_steps, o.lr, o.warmup, o.final_frac));
     }
-    FILE* logfile = nullptr;
-    if (o.out_dir) {
-        make_dirs(o.out_dir);
-        snprintf(path, sizeof(path), "%s/main.log", o.out_dir);
-        logfile = fopen_or_fail(path, resume_step >= 0 ? "a" : "w");
-    }
+    FILE* logfile = o.out_dir ? open_main_log(run, resume_step) : nullptr;
 
     std::vector<std::pair<std::string, std::string>> rows;
     char line[256];
@@ -152,13 +224,18 @@ static int train_main(int argc, char** argv) {
     rows.push_back({"train data", o.train_pattern});
     rows.push_back({"train tokens", std::to_string(train_tokens) + " tokens"});
     rows.push_back({"steps", std::to_string(start_step) + " to " + std::to_string(max_steps)});
+    if (o.out_dir) rows.push_back({"run directory", run.dir + (resume_step >= 0 ? " (resumed)" : "")});
     train_describe(&model, o, &rows);
     printf("+-----------------------+----------------------------------------------------+\n");
     for (auto& r : rows) printf("| %-21s | %-50s |\n", r.first.c_str(), r.second.c_str());
     printf("+-----------------------+----------------------------------------------------+\n");
     fflush(stdout);
 
-    int gen = o.gen_tokens < T ? o.gen_tokens : T;
+    // -a 1 trains on one batch: the one at the data's position when the run (or its resume) starts, which every
+    // checkpoint records, so that a resume trains on the same batch
+    int overfit_shard = train.shard;
+    long long overfit_position = train.position;
+    double loop_start = now_seconds();
     for (int step = start_step; step <= max_steps; step++) {
         int last = step == max_steps;
         if (o.val_every > 0 && (step % o.val_every == 0 || last)) {
@@ -167,31 +244,30 @@ static int train_main(int argc, char** argv) {
                 fail("the validation loss is %f at step %d: training diverged; no checkpoint was written", val_loss,
                      step);
             printf("val loss %.6f\n", val_loss);
-            if (logfile) fprintf(logfile, "s:%d tel:%.6f\n", step, val_loss);
+            log_line(logfile, "s:%d tel:%.6f\n", step, val_loss);
             if (o.eval_answers > 0) {
                 double acc = answer_accuracy(answers, tokenizer.eot_token, T, greedy_next);
                 printf("answer accuracy %.4f (%zu problems)\n", acc, answers.questions.size());
-                if (logfile) fprintf(logfile, "s:%d acc:%.6f\n", step, acc);
+                log_line(logfile, "s:%d acc:%.6f\n", step, acc);
             }
         }
         if (o.sample_every > 0 && ((step > start_step && step % o.sample_every == 0) || last)) {
             printf("generating:\n---\n");
-            generate(&model, &tokenizer, tokenizer.eot_token, gen, &rng);
+            generate(&model, &tokenizer, context, o.gen_tokens, T, &rng, o.temperature, o.top_k);
             printf("---\n");
         }
         // A checkpoint holds a state whose loss was just seen to be finite: at the last step after the validation
         // above, otherwise after this step's forward and backward passes but before its update. So a run that
-        // diverges never writes over, or past, its last good checkpoint.
+        // diverges never writes over, or past, its last good checkpoint. Its marker comes last.
         auto save_checkpoint = [&](int shard, long long position) {
             if (!train_params_finite(&model))
                 fail("a parameter is not finite at step %d: training diverged; no checkpoint was written", step);
-            snprintf(path, sizeof(path), "%s/model_%08d.bin", o.out_dir, step);
-            snprintf(path2, sizeof(path2), "%s/state_%08d.bin", o.out_dir, step);
-            TrainState st = {step, B, T, shard, position, rng, model.num_parameters};
-            train_save(&model, path, path2, st);
-            snprintf(path2, sizeof(path2), "%s/DONE_%08d", o.out_dir, step);
-            fclose(fopen_or_fail(path2, "w"));
-            printf("checkpoint saved: %s\n", path);
+            if (o.overfit) shard = overfit_shard, position = overfit_position;
+            std::string model_path = run_file(run, "model", step), state_path = run_file(run, "state", step);
+            TrainState st = {step, B, T, shard, position, rng, model.num_parameters, max_steps};
+            SavedFiles saved = train_save(&model, model_path.c_str(), state_path.c_str(), st);
+            write_marker(run, step, saved.model, saved.state);
+            printf("checkpoint saved: %s\n", model_path.c_str());
         };
         if (last) {
             if (o.out_dir && step > start_step) save_checkpoint(train.shard, train.position);
@@ -209,7 +285,7 @@ static int train_main(int argc, char** argv) {
                 train_micro_step(&model, train.inputs.data(), train.targets.data(), B, T, 1.0 / accum);
             if (!std::isfinite(micro_loss))
                 fail("the loss is %f at step %d: training diverged (try a lower -l); no checkpoint was written",
-                     micro_loss, step);
+                     micro_loss, step + 1);
             loss += micro_loss / accum;
         }
         if (o.out_dir && o.checkpoint_every > 0 && step > start_step && step % o.checkpoint_every == 0)
@@ -217,20 +293,18 @@ static int train_main(int argc, char** argv) {
         double norm = gpt2_grad_norm(&model);
         if (!std::isfinite(norm))
             fail("the gradient norm is %f at step %d: training diverged (try a lower -l); no checkpoint was written",
-                 norm, step);
+                 norm, step + 1);
         double grad_scale = o.grad_clip > 0 && norm > o.grad_clip ? o.grad_clip / norm : 1.0;
         double lr = learning_rate_at(step, max_steps, o.lr, o.warmup, o.final_frac);
         train_update(&model, o, lr, grad_scale, step + 1);
         train_sync(&model);
-        double ms = (now_seconds() - t0) * 1000;
-        double tokens_per_s = o.total_batch / (ms / 1000);
-        printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s%s\n", step + 1, max_steps, loss,
-               norm, lr, ms, tokens_per_s, train_progress_suffix(&model, tokens_per_s).c_str());
+        double now = now_seconds(), ms = (now - t0) * 1000, tokens_per_s = o.total_batch / (ms / 1000);
+        double elapsed = now - loop_start, left = elapsed / (step + 1 - start_step) * (max_steps - step - 1);
+        printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s%s | %s elapsed, %s left\n",
+               step + 1, max_steps, loss, norm, lr, ms, tokens_per_s, train_progress_suffix(&model, tokens_per_s).c_str(),
+               duration(elapsed).c_str(), duration(left).c_str());
         fflush(stdout);
-        if (logfile) {
-            fprintf(logfile, "s:%d trl:%.6f norm:%.4f lr:%.3e ms:%.1f\n", step, loss, norm, lr, ms);
-            fflush(logfile);
-        }
+        log_line(logfile, "s:%d trl:%.6f norm:%.4f lr:%.3e ms:%.1f\n", step + 1, loss, norm, lr, ms);
     }
     if (logfile) fclose(logfile);
     gpt2_free(&model);

@@ -1,7 +1,7 @@
 /*
 host/utils.h: errors and checked calls. Every failure is one line on stderr ("error: ...") and a non-zero exit,
 never a crash: file and allocation calls are wrapped so that they either succeed or say what failed and where.
-Also the small file-system helpers (mkdir -p, atomic replacement of a file) and the clock.
+Also the small file-system helpers (mkdir -p, files written whole or not at all, a checksum) and the clock.
 */
 #pragma once
 #include <cerrno>
@@ -10,8 +10,11 @@ Also the small file-system helpers (mkdir -p, atomic replacement of a file) and 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <csignal>
 #include <ctime>
+#include <algorithm>
 #include <string>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,9 +22,18 @@ Also the small file-system helpers (mkdir -p, atomic replacement of a file) and 
 static const int HEADER_INTS = 256;
 
 // ----------------------------------------------------------------------------------------------------------------
-// errors: every failure is one line on stderr and a non-zero exit, never a crash
+// errors: every failure is one line on stderr and a non-zero exit, never a crash. The temporary file being written
+// (see AtomicFile below) is removed first, by fail() and by a fatal signal alike, so an error leaves no debris.
+
+static char pending_tmp[8192];  // a plain C string, so that the signal handler may unlink it
+
+static void remove_pending_tmp() {
+    if (pending_tmp[0]) unlink(pending_tmp);
+    pending_tmp[0] = 0;
+}
 
 [[noreturn]] static void fail(const char* fmt, ...) {
+    remove_pending_tmp();
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "error: ");
@@ -31,7 +43,23 @@ static const int HEADER_INTS = 256;
     exit(EXIT_FAILURE);
 }
 
+static void on_fatal_signal(int sig) {
+    if (pending_tmp[0]) unlink(pending_tmp);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+// The trainers call this first: ^C, kill and a lost terminal remove the temporary file being written; beyond a file
+// size limit (ulimit -f) a write fails with EFBIG and says so, instead of SIGXFSZ killing the process silently.
+static void catch_fatal_signals() {
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, on_fatal_signal);
+    signal(SIGXFSZ, SIG_IGN);
+}
+
+// fopen, for a regular file only: a FIFO, a device or a directory would block or read as nonsense
 static FILE* fopen_or_fail(const char* path, const char* mode) {
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) fail("'%s' is not a regular file", path);
     FILE* f = fopen(path, mode);
     if (!f) fail("cannot open '%s' (%s)", path, strerror(errno));
     return f;
@@ -41,13 +69,10 @@ static void fread_or_fail(void* dst, size_t size, size_t n, FILE* f, const char*
     if (fread(dst, size, n, f) != n) fail("'%s' is truncated or unreadable", path);
 }
 
-static void fwrite_or_fail(const void* src, size_t size, size_t n, FILE* f, const char* path) {
-    if (fwrite(src, size, n, f) != n) fail("cannot write '%s' (%s)", path, strerror(errno));
-}
-
 static long long file_size_or_fail(const char* path) {
     struct stat st;
     if (stat(path, &st) != 0) fail("cannot open '%s' (%s)", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) fail("'%s' is not a regular file", path);
     return (long long)st.st_size;
 }
 
@@ -74,19 +99,96 @@ static void make_dirs(const char* dir) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// files: atomic replacement
+// files written whole or not at all, and checksummed
 
-// Write to path.tmp, then rename over path: a crash or a full disk never leaves a half-written file behind.
-static FILE* open_for_atomic_write(const char* path, std::string* tmp) {
-    *tmp = std::string(path) + ".tmp";
-    return fopen_or_fail(tmp->c_str(), "wb");
-}
-static void finish_atomic_write(FILE* f, const char* path, const std::string& tmp) {
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0 || fclose(f) != 0) {
-        remove(tmp.c_str());
-        fail("cannot write '%s' (%s)", path, strerror(errno));
+// A 64-bit checksum of a byte stream: four multiply-rotate lanes over 8-byte words (xxHash's construction; not
+// cryptographic, and about as fast as memory). DONE_<step> records it for the files it completes (host/rundir.h).
+struct Checksum {
+    uint64_t lane[4] = {0x60EA27EEADC0B5D6ull, 0xC2B2AE3D27D4EB4Full, 0, 0x61C8864E7A143579ull};
+    uint64_t bytes = 0;
+    unsigned char tail[32];
+    size_t used = 0;  // bytes waiting in tail
+
+    static uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+    void block(const unsigned char* p) {
+        for (int i = 0; i < 4; i++) {
+            uint64_t w;
+            memcpy(&w, p + 8 * i, 8);
+            lane[i] = rotl(lane[i] + w * 0xC2B2AE3D27D4EB4Full, 31) * 0x9E3779B185EBCA87ull;
+        }
     }
-    if (rename(tmp.c_str(), path) != 0) fail("cannot rename '%s' to '%s' (%s)", tmp.c_str(), path, strerror(errno));
+    void update(const void* data, size_t n) {
+        const unsigned char* p = (const unsigned char*)data;
+        bytes += n;
+        while (n > 0 && (used > 0 || n < 32)) {
+            size_t k = std::min(n, 32 - used);
+            memcpy(tail + used, p, k);
+            used += k, p += k, n -= k;
+            if (used == 32) block(tail), used = 0;
+        }
+        for (; n >= 32; p += 32, n -= 32) block(p);
+        if (n) memcpy(tail, p, n), used = n;
+    }
+    uint64_t digest() const {
+        uint64_t h = rotl(lane[0], 1) + rotl(lane[1], 7) + rotl(lane[2], 12) + rotl(lane[3], 18) + bytes;
+        for (size_t i = 0; i < used; i++) h = rotl(h ^ (tail[i] * 0x27D4EB2F165667C5ull), 11) * 0x9E3779B185EBCA87ull;
+        h ^= h >> 33, h *= 0xC2B2AE3D27D4EB4Full, h ^= h >> 29, h *= 0x165667B19E3779F9ull, h ^= h >> 32;
+        return h;
+    }
+};
+
+// the size and checksum of a file as written (or as read back)
+struct FileSum {
+    long long bytes;
+    uint64_t hash;
+};
+
+// A file written under a temporary name beside its real one (NAME.tmp.<pid>, which no other process uses) and
+// renamed over it once complete and flushed to disk: a crash, a full disk or a size limit never leaves a half-written
+// file under the real name, and fail() or a fatal signal removes the temporary one. Every byte goes through
+// atomic_write, which also checksums it.
+struct AtomicFile {
+    std::string path, tmp;
+    FILE* f;
+    Checksum sum;
+};
+
+static void atomic_open(AtomicFile* a, const std::string& path) {
+    a->path = path;
+    a->tmp = path + ".tmp." + std::to_string(getpid());
+    a->sum = Checksum();
+    if (a->tmp.size() >= sizeof(pending_tmp)) fail("the path '%s' is too long", path.c_str());
+    a->f = fopen_or_fail(a->tmp.c_str(), "wb");
+    memcpy(pending_tmp, a->tmp.c_str(), a->tmp.size() + 1);
+}
+
+static void atomic_write(AtomicFile* a, const void* src, size_t size, size_t n) {
+    if (fwrite(src, size, n, a->f) != n) fail("cannot write '%s' (%s)", a->path.c_str(), strerror(errno));
+    a->sum.update(src, size * n);
+}
+
+static FileSum atomic_finish(AtomicFile* a) {
+    if (fflush(a->f) != 0 || fsync(fileno(a->f)) != 0) fail("cannot write '%s' (%s)", a->path.c_str(), strerror(errno));
+    if (fclose(a->f) != 0) fail("cannot write '%s' (%s)", a->path.c_str(), strerror(errno));
+    if (rename(a->tmp.c_str(), a->path.c_str()) != 0)
+        fail("cannot rename '%s' to '%s' (%s)", a->tmp.c_str(), a->path.c_str(), strerror(errno));
+    pending_tmp[0] = 0;
+    std::string dir = a->path.substr(0, a->path.rfind('/') == std::string::npos ? 0 : a->path.rfind('/'));
+    int fd = open(dir.empty() ? "." : dir.c_str(), O_RDONLY);  // the rename itself on disk too
+    if (fd >= 0) fsync(fd), close(fd);
+    return {(long long)a->sum.bytes, a->sum.digest()};
+}
+
+// the size and checksum of a file on disk, read in 1 MiB pieces
+static FileSum file_checksum(const std::string& path) {
+    FILE* f = fopen_or_fail(path.c_str(), "rb");
+    std::string buf(1 << 20, '\0');
+    Checksum sum;
+    size_t k;
+    while ((k = fread(&buf[0], 1, buf.size(), f)) > 0) sum.update(buf.data(), k);
+    if (ferror(f)) fail("cannot read '%s'", path.c_str());
+    fclose(f);
+    return {(long long)sum.bytes, sum.digest()};
 }
 
 static double now_seconds(void) {

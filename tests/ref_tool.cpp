@@ -34,9 +34,9 @@ static int parse_layout(const char* s) {
     fail("unknown layout '%s' (pre, post or siamese)", s);
 }
 
-static void write_ints(FILE* f, const char* path, std::initializer_list<int> v) {
+static void write_ints(AtomicFile* f, std::initializer_list<int> v) {
     std::vector<int> buf(v);
-    fwrite_or_fail(buf.data(), sizeof(int), buf.size(), f, path);
+    atomic_write(f, buf.data(), sizeof(int), buf.size());
 }
 
 int main(int argc, char** argv) {
@@ -67,26 +67,25 @@ int main(int argc, char** argv) {
         inputs[i] = (int)(random_uniform(&rng) * c.vocab_size);
         targets[i] = (int)(random_uniform(&rng) * c.vocab_size);
     }
-    std::string path = dir + "/batch.bin";
-    FILE* f = fopen_or_fail(path.c_str(), "wb");
-    write_ints(f, path.c_str(), {B, T});
-    fwrite_or_fail(inputs.data(), sizeof(int), N, f, path.c_str());
-    fwrite_or_fail(targets.data(), sizeof(int), N, f, path.c_str());
-    if (fclose(f) != 0) fail("cannot write '%s'", path.c_str());
+    AtomicFile f;
+    atomic_open(&f, dir + "/batch.bin");
+    write_ints(&f, {B, T});
+    atomic_write(&f, inputs.data(), sizeof(int), N);
+    atomic_write(&f, targets.data(), sizeof(int), N);
+    atomic_finish(&f);
 
     gpt2_forward(&model, inputs.data(), targets.data(), B, T);
     gpt2_zero_grad(&model);
     gpt2_backward(&model);
     double norm = gpt2_grad_norm(&model);
 
-    path = dir + "/out.bin";
-    f = fopen_or_fail(path.c_str(), "wb");
-    write_ints(f, path.c_str(), {B, T, c.padded_vocab_size, (int)model.num_parameters});
+    atomic_open(&f, dir + "/out.bin");
+    write_ints(&f, {B, T, c.padded_vocab_size, (int)model.num_parameters});
     float scalars[2] = {(float)model.mean_loss, (float)norm};
-    fwrite_or_fail(scalars, sizeof(float), 2, f, path.c_str());
-    fwrite_or_fail(model.acts.logits, sizeof(float), (size_t)N * c.padded_vocab_size, f, path.c_str());
-    fwrite_or_fail(model.grads_memory, sizeof(float), model.num_parameters, f, path.c_str());
-    if (fclose(f) != 0) fail("cannot write '%s'", path.c_str());
+    atomic_write(&f, scalars, sizeof(float), 2);
+    atomic_write(&f, model.acts.logits, sizeof(float), (size_t)N * c.padded_vocab_size);
+    atomic_write(&f, model.grads_memory, sizeof(float), model.num_parameters);
+    atomic_finish(&f);
 
     AdamWConfig opt = {(real)TOOL_LR, (real)0.9, (real)0.95, (real)1e-8, (real)TOOL_WD};
     real grad_scale = norm > TOOL_CLIP ? (real)(TOOL_CLIP / norm) : (real)1;  // as the trainer clips

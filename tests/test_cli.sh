@@ -5,7 +5,7 @@
 # Ends with the line "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
-BIN=./reference_cpu
+BIN=${BIN:-./reference_cpu}
 PY=${PYTHON:-python3}
 KJV_TRAIN=data/kjv/kjv_train.bin KJV_VAL=data/kjv/kjv_val.bin
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
@@ -131,6 +131,47 @@ if [ -x ./train_gpt2cu ]; then  # parsed before the device starts, so this holds
         ./train_gpt2cu "${DATA[@]}" --attention fast
 fi
 
+# ---- inputs that would hang or be taken silently
+mkfifo "$TMP/fifo"
+expect_error "a FIFO as the checkpoint" "not a regular file" timeout 10 $BIN "${DATA[@]}" "${TINY[@]}" -e "$TMP/fifo"
+expect_error "a FIFO as a shard" "not a regular file" timeout 10 $BIN -i "$TMP/fifo" "${TINY[@]}"
+expect_error "a FIFO as the tokenizer" "not a regular file" timeout 10 $BIN "${DATA[@]}" "${TINY[@]}" --tokenizer "$TMP/fifo"
+expect_error "a directory as a shard" "not a regular file" $BIN -i "$TMP" "${TINY[@]}"
+for flag in --layers --heads --channels --max-seq-len --vocab; do
+    expect_error "$flag 0" "$flag must be at least 1" $BIN "${DATA[@]}" "${TINY[@]}" $flag 0
+done
+expect_error "-o ''" "-o needs a directory name" $BIN "${DATA[@]}" "${TINY[@]}" -o ''
+# a run directory just short of the system's path limit (4096): the directory fits, the files in it do not; they
+# must fail to open rather than be written under a silently shortened name
+long=$TMP
+while [ ${#long} -lt 3860 ]; do long=$long/$(printf 'd%.0s' $(seq 200)); done
+long=$long/$(printf 'e%.0s' $(seq $((4090 - ${#long} - 1))))
+expect_error "a run directory whose files' paths are too long" "File name too long" $BIN "${DATA[@]}" "${TINY[@]}" -x 1 -o "$long"
+if [ -z "$(ls -A "$long" 2> /dev/null)" ]; then ok "... and nothing was written under a shortened name"
+else bad "long paths" "written into the directory: $(ls -A "$long" | tr '\n' ' ')"; fi
+expect_error "a step count past int range" "out of range" $BIN "${DATA[@]}" "${TINY[@]}" -x 2147483648
+# one epoch of more than 2^31 steps (two sparse shards of 2^31 - 1 tokens, -b 1 -t 1) must not wrap around
+for k in 1 2; do
+    python3 -c "import struct,sys; sys.stdout.buffer.write(struct.pack('<256i', 20240520, 1, 2**31 - 1, 256, *([0] * 252)))" > "$TMP/huge_$k.bin"
+    truncate -s $((1024 + 2 * (2**31 - 1))) "$TMP/huge_$k.bin"
+done
+expect_error "an epoch past int range (-x -1)" "one epoch is 4294967294 steps: give -x" \
+    $BIN -i "$TMP/huge_*.bin" -b 1 -t 1 --layers 1 --channels 8 --heads 1 -v 0 -s 0
+rm -f "$TMP"/huge_*.bin
+python3 - "$TMP/tok_eot.bin" <<'EOF'
+import struct, sys
+with open(sys.argv[1], "wb") as f:  # a valid tokenizer of 300 tokens whose eot (299) is past a 256-token model
+    f.write(struct.pack("<256i", 20240328, 2, 300, 299, *([0] * 252)))
+    for i in range(300):
+        f.write(bytes([1, i % 256]))
+EOF
+expect_error "a tokenizer whose eot is outside the model's vocabulary, before training" "eot token 299 is outside" \
+    $BIN "${DATA[@]}" "${TINY[@]}" -x 5 -s 5 --tokenizer "$TMP/tok_eot.bin"
+python3 -c "
+import struct; b = bytearray(open('$TMP/ok_train.bin', 'rb').read()); struct.pack_into('<i', b, 4 * 7, 9)
+open('$TMP/shard_field.bin', 'wb').write(b)"
+expect_error "a shard with a reserved header field set" "unknown header field 7" $BIN -i "$TMP/shard_field.bin" "${TINY[@]}"
+
 # ---- --print-tensors: the tensor table as JSON, from the flags or a checkpoint, without training
 for layout in pre post siamese; do
     $BIN "${DATA[@]}" "${TINY[@]}" --norm $layout --print-tensors > "$TMP/tensors.json" 2> "$TMP/err"
@@ -165,14 +206,121 @@ if grep -q "3 to 6" "$TMP/resume.out" && cmp -s "$TMP/a/model_00000006.bin" "$TM
    cmp -s "$TMP/a/state_00000006.bin" "$TMP/b/state_00000006.bin"; then
     ok "resume from step 3 reproduces the uninterrupted run bit for bit (model and optimizer state)"
 else bad "resume bit-exact" "$(grep -m1 steps "$TMP/resume.out")"; fi
-if diff <(grep -E '^s:[345] trl' "$TMP/a/main.log" | cut -d' ' -f1-2) \
-        <(grep -E '^s:[345] trl' "$TMP/b/main.log" | tail -n 3 | cut -d' ' -f1-2) > /dev/null; then
-    ok "resumed losses equal the uninterrupted run's"
-else bad "resumed losses" "main.log differs"; fi
+# main.log is one record: the resumed run's log equals the uninterrupted run's line for line (timings aside), with
+# the terminal's step numbers
+if diff <(cut -d' ' -f1-4 "$TMP/a/main.log") <(cut -d' ' -f1-4 "$TMP/b/main.log") > /dev/null &&
+   [ "$(grep -c trl "$TMP/a/main.log")" -eq 6 ]; then
+    ok "main.log after a resume is the uninterrupted run's, one line a step"
+else bad "main.log after a resume" "$(diff <(cut -d' ' -f1-4 "$TMP/a/main.log") <(cut -d' ' -f1-4 "$TMP/b/main.log") | head -n 4)"; fi
+if [ "$(grep -m1 trl "$TMP/a/main.log" | cut -d' ' -f1)" = "s:1" ] &&
+   grep -q "^step     6/6 | loss $(grep '^s:6 trl' "$TMP/a/main.log" | sed 's/.*trl:\([0-9.]*\).*/\1/')" "$TMP/resume.out"; then
+    ok "main.log numbers the steps as the terminal does (s:1 is 'step 1/N')"
+else bad "main.log step numbers" "$(head -n 2 "$TMP/a/main.log")"; fi
+# a resume with validation logs each validation once, however often it resumes: checkpoints at 2, 4, 6; resume from
+# 2, then from 4 (the later markers removed as a crash would have left them), against the run in one go
+RUNV=("${RUN[@]}" -v 2 -m 2 -n 2)
+$BIN "${RUNV[@]}" -o "$TMP/v" > /dev/null 2>&1 && $BIN "${RUNV[@]}" -o "$TMP/vw" > /dev/null 2>&1
+rm -f "$TMP/v/DONE_00000004" "$TMP/v/DONE_00000006"
+$BIN "${RUNV[@]}" -o "$TMP/v" -y 1 > /dev/null 2>&1
+rm -f "$TMP/v/DONE_00000006"
+$BIN "${RUNV[@]}" -o "$TMP/v" -y 1 > /dev/null 2>&1
+if diff <(cut -d' ' -f1-2 "$TMP/vw/main.log") <(cut -d' ' -f1-2 "$TMP/v/main.log") > /dev/null &&
+   [ "$(grep -c tel "$TMP/v/main.log")" -eq 4 ]; then
+    ok "two resumes: one validation line per validation, no duplicates"
+else bad "validation lines after resumes" "$(grep -c tel "$TMP/v/main.log") tel lines: $(tr '\n' ' ' < "$TMP/v/main.log")"; fi
+# -a 1 (one batch, over and over): the checkpoint records that batch, so a resume trains on it too
+RUNA=("${RUN[@]}" -a 1)
+$BIN "${RUNA[@]}" -o "$TMP/oa" > /dev/null 2>&1
+$BIN "${RUNA[@]}" -x 3 -o "$TMP/ob" > /dev/null 2>&1 && $BIN "${RUNA[@]}" -o "$TMP/ob" -y 1 > /dev/null 2>&1
+if cmp -s "$TMP/oa/model_00000006.bin" "$TMP/ob/model_00000006.bin"; then ok "-a 1: resume is bit-exact"
+else bad "-a 1 resume" "the resumed model differs from the uninterrupted one"; fi
 cp -r "$TMP/b" "$TMP/c"; rm -f "$TMP/c/DONE_00000006" "$TMP/c/model_00000006.bin"
 head -c 3000 "$TMP/c/state_00000003.bin" > "$TMP/c/s" && mv "$TMP/c/s" "$TMP/c/state_00000003.bin"
-expect_error "truncated optimizer state on resume" "truncated" $BIN "${RUN[@]}" -o "$TMP/c" -y 1
-expect_error "resume with another batch shape" "same batch shape" $BIN "${RUN[@]}" -b 1 -d 32 -o "$TMP/b" -y 1
+expect_error "truncated optimizer state on resume" "not the file that" $BIN "${RUN[@]}" -o "$TMP/c" -y 1
+expect_error "resume with another batch shape" "same batch shape" $BIN "${RUN[@]}" -b 1 -d 32 -x 8 -o "$TMP/b" -y 1
+$BIN "${RUN[@]}" -o "$TMP/b" -y 1 > "$TMP/nothing.out" 2>&1
+if [ $? -eq 0 ] && grep -q "^nothing to do: the latest checkpoint in .* is at step 6 and -x is 6" "$TMP/nothing.out"; then
+    ok "-y 1 with -x at the checkpoint's step says 'nothing to do'"
+else bad "-y 1 with nothing to do" "$(cat "$TMP/nothing.out" | head -n 3)"; fi
+$BIN "${RUN[@]}" -x 8 -o "$TMP/b" -y 1 > "$TMP/extend.out" 2>&1
+if grep -q "^note: the run had -x 6, now 8: the learning-rate schedule is recomputed" "$TMP/extend.out" &&
+   [ -f "$TMP/b/DONE_00000008" ]; then ok "raising -x extends a finished run, and says what it does to the schedule"
+else bad "extending a run" "$(grep -E 'note|error' "$TMP/extend.out")"; fi
+
+# an optimizer state with a reserved header field set (behind an empty marker, as older versions wrote: unchecked)
+cp -r "$TMP/a" "$TMP/sf" && $BIN "${RUN[@]}" -x 3 -o "$TMP/sf" --start-over > /dev/null 2>&1
+patch_int "$TMP/sf/state_00000003.bin" "$TMP/sf/s" 20 1 && mv "$TMP/sf/s" "$TMP/sf/state_00000003.bin" && : > "$TMP/sf/DONE_00000003"
+expect_error "an optimizer state with a reserved header field set" "unknown header field 20" $BIN "${RUN[@]}" -o "$TMP/sf" -y 1
+
+# ---- the run directory belongs to one run
+mkdir -p "$TMP/fresh" && cp "$TMP/a/"* "$TMP/fresh/"
+sum_before=$(cat "$TMP/fresh/model_00000006.bin" | md5sum)
+expect_error "a fresh run into another run's -o" "holds the checkpoints of another run" $BIN "${RUN[@]}" -o "$TMP/fresh"
+if [ "$(cat "$TMP/fresh/model_00000006.bin" | md5sum)" = "$sum_before" ]; then ok "... and the other run's checkpoint is untouched"
+else bad "refused run" "it changed the other run's checkpoint"; fi
+$BIN "${RUN[@]}" -x 2 -o "$TMP/fresh" --start-over > "$TMP/over.out" 2>&1
+if grep -q "^--start-over: removed" "$TMP/over.out" && [ "$(ls "$TMP/fresh" | tr '\n' ' ')" = "DONE_00000002 main.log model_00000002.bin state_00000002.bin " ]; then
+    ok "--start-over removes the previous run's files first (no stale markers)"
+else bad "--start-over" "$(ls "$TMP/fresh" | tr '\n' ' ')"; fi
+expect_error "--start-over with -y 1" "contradict" $BIN "${RUN[@]}" -o "$TMP/fresh" --start-over -y 1
+# two trainers on one -o: the second stops at once, the first finishes
+$BIN "${RUN[@]}" -x 40 -o "$TMP/shared" > "$TMP/first.out" 2>&1 &
+first=$!
+for _ in $(seq 50); do [ -f "$TMP/shared/.lock" ] && break; sleep 0.1; done
+sleep 0.3
+expect_error "a second trainer on the same -o" "in use by another trainer" $BIN "${RUN[@]}" -x 40 -o "$TMP/shared" -y 1
+if wait $first && [ -f "$TMP/shared/DONE_00000040" ] && ! ls "$TMP"/shared/*.tmp* > /dev/null 2>&1; then
+    ok "... while the first finishes its run alone"
+else bad "the first of two trainers" "$(tail -n 2 "$TMP/first.out")"; fi
+# a model of one run with the state of another (what sharing an -o could leave): the marker tells
+$BIN "${RUN[@]}" -x 3 -n 3 -o "$TMP/m1" > /dev/null 2>&1
+$BIN "${RUN[@]}" -x 3 -n 3 -l 5e-3 -o "$TMP/m2" > /dev/null 2>&1
+cp "$TMP/m2/state_00000003.bin" "$TMP/m1/state_00000003.bin"
+expect_error "resume a model of one run with the state of another" "not the file that .*DONE_00000003 completes" \
+    $BIN "${RUN[@]}" -o "$TMP/m1" -y 1
+printf 'junk' > "$TMP/m2/DONE_00000003"
+expect_error "a corrupt checkpoint marker" "not a checkpoint marker" $BIN "${RUN[@]}" -o "$TMP/m2" -y 1
+# files a killed run left half-written go when the next run takes the directory
+touch "$TMP/m2/model_00000009.bin.tmp.12345"
+$BIN "${RUN[@]}" -x 2 -o "$TMP/m2" --start-over > /dev/null 2>&1
+if ! ls "$TMP"/m2/*.tmp* > /dev/null 2>&1; then ok "a killed run's temporary files are removed by the next run"
+else bad "stale temporary files" "$(ls "$TMP/m2")"; fi
+
+# ---- write failures: one error line, the partial file removed, the last good checkpoint untouched
+$BIN "${RUN[@]}" -x 2 -o "$TMP/w" > /dev/null 2>&1
+sum_before=$(cat "$TMP/w/model_00000002.bin" "$TMP/w/state_00000002.bin" | md5sum)
+# beyond a file-size limit (ulimit -f, 256 KiB: the 260 KiB model file cannot be written): EFBIG, not SIGXFSZ
+expect_error "a file-size limit (ulimit -f)" "cannot write .*model_00000004.bin.*File too large" \
+    bash -c "ulimit -f 256; exec $BIN ${RUN[*]} -x 4 -o $TMP/w -y 1"
+if ! ls "$TMP"/w/*.tmp* > /dev/null 2>&1 && [ ! -e "$TMP/w/DONE_00000004" ] &&
+   [ "$(cat "$TMP/w/model_00000002.bin" "$TMP/w/state_00000002.bin" | md5sum)" = "$sum_before" ]; then
+    ok "... no partial file, no marker, the last checkpoint untouched"
+else bad "after a size limit" "$(ls "$TMP/w" | tr '\n' ' ')"; fi
+# a full disk: fwrite fails with ENOSPC once 100 KiB went into a temporary file (a preloaded stand-in for the disk)
+cat > "$TMP/enospc.c" <<'EOF'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+static size_t written;
+size_t fwrite(const void* p, size_t size, size_t n, FILE* f) {
+    static size_t (*real)(const void*, size_t, size_t, FILE*);
+    if (!real) real = (size_t (*)(const void*, size_t, size_t, FILE*))dlsym(RTLD_NEXT, "fwrite");
+    if (f != stdout && f != stderr && (written += size * n) > 100 * 1024) { errno = ENOSPC; return 0; }
+    return real(p, size, n, f);
+}
+EOF
+if gcc -shared -fPIC -o "$TMP/enospc.so" "$TMP/enospc.c" -ldl 2> /dev/null; then
+    expect_error "a full disk" "cannot write .*No space left on device" \
+        env LD_PRELOAD="$TMP/enospc.so" $BIN "${RUN[@]}" -x 4 -o "$TMP/w" -y 1
+    if ! ls "$TMP"/w/*.tmp* > /dev/null 2>&1 && [ ! -e "$TMP/w/DONE_00000004" ] &&
+       [ "$(cat "$TMP/w/model_00000002.bin" "$TMP/w/state_00000002.bin" | md5sum)" = "$sum_before" ]; then
+        ok "... no partial file, no marker, the last checkpoint untouched"
+    else bad "after a full disk" "$(ls "$TMP/w" | tr '\n' ' ')"; fi
+    if $BIN "${RUN[@]}" -x 4 -o "$TMP/w" -y 1 > /dev/null 2>&1 && [ -e "$TMP/w/DONE_00000004" ]; then
+        ok "... and the retry, with room again, succeeds"
+    else bad "retry after a full disk" "failed"; fi
+else bad "a full disk" "could not build the ENOSPC stand-in"; fi
 
 # ---- determinism: the same flags give the same bits, for any thread count
 OMP_NUM_THREADS=1 $BIN "${RUN[@]}" -o "$TMP/d1" > /dev/null 2>&1
@@ -187,7 +335,7 @@ $BIN "${RUN[@]}" -x 4 -n 2 -o "$TMP/g" > /dev/null 2>&1
 sum_before=$(cat "$TMP"/g/model_00000004.bin "$TMP"/g/state_00000004.bin | md5sum)
 expect_error "divergence (NaN loss) is caught" "diverged" $BIN "${RUN[@]}" -x 12 -n 1 -l 1e30 -o "$TMP/g" -y 1
 sum_after=$(cat "$TMP"/g/model_00000004.bin "$TMP"/g/state_00000004.bin | md5sum)
-if [ "$sum_before" = "$sum_after" ] && [ "$(ls "$TMP"/g/DONE_* | wc -l)" -eq 2 ]; then
+if [ "$sum_before" = "$sum_after" ] && [ "$(ls "$TMP"/g/DONE_* | wc -l)" -eq 2 ] && ! ls "$TMP"/g/*.tmp* > /dev/null 2>&1; then
     ok "the failing run left the good checkpoint intact and wrote no new one"
 else bad "checkpoint kept" "checkpoint changed or a diverged checkpoint was written: $(ls "$TMP/g")"; fi
 if $BIN "${RUN[@]}" -x 6 -o "$TMP/g" -y 1 > /dev/null 2>&1; then ok "training resumes from the kept checkpoint"
@@ -196,8 +344,10 @@ else bad "resume after divergence" "failed"; fi
 # ---- end to end: each layout learns the KJV text. The threshold 2.9 nats is far below ln(256) = 5.55 (uniform
 # bytes) and below the byte-unigram entropy of the text (3.14 nats), so the model must use context to pass.
 for norm in pre post siamese; do
+    out=()
+    [ $norm = siamese ] && out=(-o "$TMP/e2e_ckpt")
     $BIN -i $KJV_TRAIN -j $KJV_VAL --norm $norm --layers 2 --channels 64 --heads 4 -b 8 -t 64 -l 2e-3 -u 10 \
-        -x 200 -v 200 -m 10 -s 200 -g 48 > "$TMP/e2e_$norm.out" 2>&1
+        -x 200 -v 200 -m 10 -s 200 -g 48 "${out[@]}" > "$TMP/e2e_$norm.out" 2>&1
     first=$(grep -m1 "val loss" "$TMP/e2e_$norm.out" | awk '{print $3}')
     last=$(grep "val loss" "$TMP/e2e_$norm.out" | tail -n 1 | awk '{print $3}')
     if [ -n "$last" ] && awk -v f="$first" -v l="$last" 'BEGIN { exit !(f > 5.3 && l < 2.9) }'; then
@@ -207,6 +357,56 @@ done
 if grep -q "^generating:" "$TMP/e2e_siamese.out" && [ "$(sed -n '/^---$/,/^---$/p' "$TMP/e2e_siamese.out" | wc -c)" -gt 40 ]; then
     ok "a text sample is printed"
 else bad "sample" "no sample text"; fi
+
+# ---- sampling from a checkpoint: -x 0 --prompt TEXT -g N, no data needed
+SAMPLE=(-e "$TMP/e2e_ckpt/model_00000200.bin" -x 0 -i "$TMP/none_*.bin" --tokenizer data/kjv/kjv_tokenizer.bin -t 64)
+if [ -f "$TMP/e2e_ckpt/model_00000200.bin" ]; then
+    $BIN "${SAMPLE[@]}" --prompt "In the beginning" -g 200 > "$TMP/sample.out" 2> "$TMP/sample.err"
+    if [ $? -eq 0 ] && [ "$(head -c 16 "$TMP/sample.out")" = "In the beginning" ] && [ "$(wc -c < "$TMP/sample.out")" -ge 217 ]; then
+        ok "-x 0 --prompt: the prompt and 200 tokens after it (beyond -t 64: a sliding window), without data"
+    else bad "sampling from a checkpoint" "$(head -c 300 "$TMP/sample.out") $(cat "$TMP/sample.err")"; fi
+    $BIN "${SAMPLE[@]}" --prompt "And God said" -g 60 --temperature 0 > "$TMP/greedy1.out" 2>&1
+    $BIN "${SAMPLE[@]}" --prompt "And God said" -g 60 --temperature 0 --seed 7 > "$TMP/greedy2.out" 2>&1
+    $BIN "${SAMPLE[@]}" --prompt "And God said" -g 60 --top-k 1 --seed 9 > "$TMP/top1.out" 2>&1
+    $BIN "${SAMPLE[@]}" --prompt "And God said" -g 60 --seed 9 > "$TMP/free.out" 2>&1
+    if cmp -s "$TMP/greedy1.out" "$TMP/greedy2.out" && cmp -s "$TMP/greedy1.out" "$TMP/top1.out" &&
+       ! cmp -s "$TMP/greedy1.out" "$TMP/free.out"; then
+        ok "--temperature 0 and --top-k 1 both take the most likely token (whatever the seed); sampling does not"
+    else bad "--temperature / --top-k" "$(head -c 120 "$TMP/greedy1.out") | $(head -c 120 "$TMP/top1.out")"; fi
+else bad "sampling from a checkpoint" "the end-to-end run left no checkpoint"; fi
+# a fresh random model samples bytes of every kind: none reaches the terminal raw but newline and tab
+$BIN --layers 1 --channels 16 --heads 1 -x 0 -i "$TMP/none_*.bin" --vocab 256 --tokenizer data/kjv/kjv_tokenizer.bin \
+    --prompt "x" -g 2000 -t 32 --seed 3 > "$TMP/raw.out" 2>&1
+if $PY - "$TMP/raw.out" <<'EOF'
+import sys
+b = open(sys.argv[1], "rb").read()
+assert len(b) > 2000 and b"\\x" in b, len(b)  # it did sample non-printable bytes, and escaped them
+assert all(c >= 32 or c in (9, 10) for c in b) and 127 not in b, "a raw control byte"
+b.decode("utf-8")  # every byte of 128 or more that went out raw is part of a valid character
+EOF
+then ok "non-printable and invalid UTF-8 bytes of a sample are printed escaped"; else bad "escaped samples" "$(head -c 200 "$TMP/raw.out")"; fi
+$PY - "$TMP/tok60.bin" <<'EOF'
+import struct, sys
+with open(sys.argv[1], "wb") as f:  # 60 one-byte tokens '0'..'k', eot 0
+    f.write(struct.pack("<256i", 20240328, 2, 60, 0, *([0] * 252)))
+    for i in range(60):
+        f.write(bytes([1, 48 + i]))
+EOF
+expect_error "a prompt byte the vocabulary lacks" "is no token of the vocabulary" \
+    $BIN "${DATA[@]}" "${TINY[@]}" -x 0 --vocab 60 --tokenizer "$TMP/tok60.bin" --prompt "~"
+expect_error "sampling without a tokenizer" "no tokenizer beside" $BIN -i "$TMP/none_*.bin" --vocab 256 -x 0 --prompt "a"
+
+# ---- tools/plot_runs.py: the runs side by side in one picture
+PLOT_PY=${TORCH_PY:-/usr/bin/python3}  # Debian's Python, which has matplotlib (make test installs it)
+if $PLOT_PY -c "import matplotlib" 2> /dev/null; then
+    if $PLOT_PY tools/plot_runs.py "$TMP/a" "$TMP/v" -o "$TMP/runs.png" --smooth 2 > "$TMP/plot.out" 2>&1 &&
+       [ "$(head -c 8 "$TMP/runs.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; then
+        ok "tools/plot_runs.py draws two runs into one PNG"
+    else bad "tools/plot_runs.py" "$(cat "$TMP/plot.out")"; fi
+    $PLOT_PY tools/plot_runs.py "$TMP/emptydir" -o "$TMP/none.png" > /dev/null 2> "$TMP/plot.err"
+    if [ $? -ne 0 ] && grep -q "^error: no main.log" "$TMP/plot.err"; then ok "tools/plot_runs.py: a directory without a log is one error"
+    else bad "tools/plot_runs.py without a log" "$(cat "$TMP/plot.err")"; fi
+else bad "tools/plot_runs.py" "no matplotlib for $PLOT_PY (make test installs python3-matplotlib)"; fi
 
 # ---- the addition task's answer accuracy is reported
 if [ -f data/addition/addition_train.bin ] || $PY data/prepare.py addition > /dev/null 2>&1; then

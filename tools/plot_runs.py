@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Plots one or several runs from their main.log files, side by side: train and validation loss, learning rate and
+gradient norm against the step (matplotlib), for a reader who would rather look than read.
+
+    python3 tools/plot_runs.py RUN_DIR [RUN_DIR ...] -o FILE.png [--title TEXT] [--smooth N]
+
+A RUN_DIR is a trainer's -o (or its main.log itself); each run is named by its directory in the legend. The train
+loss is drawn as logged and, with --smooth N (default 1: none), as a moving average over N steps. main.log's lines
+are "s:N trl:LOSS norm:NORM lr:LR ms:MS" (step N, as the terminal numbers it), "s:N tel:LOSS" (validation after N
+steps) and "s:N acc:ACCURACY". Needs matplotlib (Debian: python3-matplotlib).
+"""
+import argparse
+import os
+import sys
+
+
+def read_log(path):
+    """main.log -> {"trl": [(step, value)], "tel": [...], "acc": [...], "norm": [...], "lr": [...]}"""
+    series = {k: [] for k in ("trl", "tel", "acc", "norm", "lr")}
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            fields = dict(kv.split(":", 1) for kv in line.split() if ":" in kv)
+            if "s" not in fields:
+                continue
+            try:
+                step = int(fields["s"])
+                for key in series:
+                    if key in fields:
+                        series[key].append((step, float(fields[key])))
+            except ValueError:
+                sys.exit("error: %s:%d is not a main.log line: %r" % (path, n, line.strip()))
+    return series
+
+
+def moving_average(values, n):
+    if n <= 1:
+        return values
+    out, total = [], 0.0
+    for i, v in enumerate(values):
+        total += v
+        if i >= n:
+            total -= values[i - n]
+        out.append(total / min(i + 1, n))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    ap.add_argument("-o", "--output", required=True, metavar="FILE.png")
+    ap.add_argument("--title", default="")
+    ap.add_argument("--smooth", type=int, default=1, metavar="N")
+    args = ap.parse_args()
+    if args.smooth < 1:
+        sys.exit("error: --smooth must be at least 1")
+    logs = []
+    for run in args.runs:
+        path = os.path.join(run, "main.log") if os.path.isdir(run) else run
+        if not os.path.isfile(path):
+            sys.exit("error: no main.log at '%s'" % path)
+        name = os.path.basename(os.path.dirname(os.path.abspath(path)))
+        logs.append((name, read_log(path)))
+    if not any(log["trl"] or log["tel"] for _, log in logs):
+        sys.exit("error: the logs hold no losses yet")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.exit("error: matplotlib is not installed (Debian: apt-get install python3-matplotlib)")
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (name, log) in enumerate(logs):
+        color = colors[i % len(colors)]
+        if log["trl"]:
+            steps, values = zip(*log["trl"])
+            if args.smooth > 1:
+                axes[0].plot(steps, values, color=color, alpha=0.25, linewidth=0.8)
+                axes[0].plot(steps, moving_average(list(values), args.smooth), color=color, label=name + " train")
+            else:
+                axes[0].plot(steps, values, color=color, label=name + " train")
+        if log["tel"]:
+            steps, values = zip(*log["tel"])
+            axes[0].plot(steps, values, color=color, linestyle="--", marker="o", markersize=3, label=name + " val")
+        for ax, key in ((axes[1], "lr"), (axes[2], "norm")):
+            if log[key]:
+                steps, values = zip(*log[key])
+                ax.plot(steps, values, color=color, label=name)
+    axes[0].set_title("loss (nats a token)")
+    axes[1].set_title("learning rate")
+    axes[2].set_title("gradient norm (before clipping)")
+    axes[2].set_yscale("log")
+    for ax in axes:
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    if args.title:
+        fig.suptitle(args.title)
+    fig.tight_layout()
+    fig.savefig(args.output, dpi=110)
+    print("wrote %s (%d run%s)" % (args.output, len(logs), "s" * (len(logs) > 1)))
+
+
+if __name__ == "__main__":
+    main()
