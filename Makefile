@@ -91,12 +91,13 @@ data/kjv/kjv_train.bin:
 
 data: data/kjv/kjv_train.bin
 
-# The README's first command: prepare the KJV shards, train a small model of layout $(NORM) on the CPU.
+# The README's first command: prepare the KJV shards, train a small model of layout $(NORM) on the CPU (again
+# from the start each time: --start-over replaces the previous `make train`'s files in out/$(NORM)).
 train:
 	@bash .ci/deps train
 	@$(MAKE) --no-print-directory reference_cpu data/kjv/kjv_train.bin
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-$$(nproc)} ./reference_cpu --norm $(NORM) --layers 4 --channels 128 \
-	    --heads 4 -b 8 -t 128 -l 2e-3 -u 20 -q 0.1 -x 300 -v 50 -s 100 -g 128 -o out/$(NORM)
+	    --heads 4 -b 8 -t 128 -l 2e-3 -u 20 -q 0.1 -x 300 -v 50 -s 100 -g 128 -o out/$(NORM) --start-over
 
 test:
 	@bash .ci/deps test

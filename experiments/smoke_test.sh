@@ -49,7 +49,7 @@ csv_check "lr_sweep CSV: 4 runs, lr 1e30 diverged, lr 1e-3 finite and learning" 
      all(5.0 < float(r['final_val_loss']) < 5.56 for r in rows if r['status'] == 'ok')"
 png_check "lr_sweep loss curves PNG" "$TMP/res/lr.png"
 png_check "lr_sweep final-loss PNG" "$TMP/res/lr_final.png"
-grep -q "diverged @1" "$TMP/res/lr.md" && grep -q "^| siamese |" "$TMP/res/lr.md" && ok "lr_sweep table" \
+grep -q "diverged @2" "$TMP/res/lr.md" && grep -q "^| siamese |" "$TMP/res/lr.md" && ok "lr_sweep table" \
     || bad "lr_sweep table" "$(cat "$TMP/res/lr.md")"
 cp "$TMP/res/lr.md" "$TMP/lr_first.md"
 $PY experiments/lr_sweep.py "${TINY[@]}" --variants pre,siamese --lrs 1e-3,1e30 --results "$TMP/res/lr" \

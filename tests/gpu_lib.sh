@@ -44,7 +44,6 @@ check_prep() {
     changed=$(sha256sum -c "$PREP/SOURCES.sha256" 2> /dev/null | grep -vc ': OK$')
     TREE="$(head -n 1 "$PREP/SOURCE")"
     if [ "$changed" -gt 0 ]; then TREE="$TREE, and $changed file(s) changed since gpu-prep"; fi
-    for f in make g++ nvcc; do command -v $f > /dev/null || die "'$f' is not on this machine (PATH=$PATH)"; done
 }
 
 # Is there a GPU that runs a kernel? Within 30 seconds either way. Sets GPU_NAME; without one: "error: no GPU".
@@ -58,6 +57,10 @@ probe_gpu() {
         echo "error: no GPU: nvidia-smi lists none ($(head -c 200 "$probe.smi" | tr '\n' ' '))" >&2
         return 1
     fi
+    local tool
+    for tool in make g++ nvcc; do
+        command -v $tool > /dev/null || { echo "error: '$tool' is not on this machine (PATH=$PATH)" >&2; return 1; }
+    done
     if ! timeout 15 nvcc -o "$probe" tests/gpu_probe.cu > "$probe.build" 2>&1; then
         echo "error: no GPU usable: tests/gpu_probe.cu does not build: $(tail -n 3 "$probe.build")" >&2
         return 1
