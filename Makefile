@@ -23,12 +23,45 @@ PRECISION_FLAG = -DENABLE_FP32
 else
 $(error PRECISION must be BF16 or FP32, not '$(PRECISION)')
 endif
-# the attention of train_gpt2cu: materialized (cuBLAS, the T x T matrix kept) or flash (attention.cuh, none kept)
+# cuDNN's fused attention, llm.c's switch: USE_CUDNN=1 compiles attention_cudnn.cpp (cuDNN's graph API, bf16 only)
+# into train_gpt2cu and tools/profile_gpu and makes it train_gpt2cu's attention (ATTENTION=cudnn, unless ATTENTION
+# says otherwise). cuDNN itself (cudnn.h, libcudnn.so.9) comes from the CUDA toolkit's folders, or from CUDNN_PATH
+# (its include/ and lib/: e.g. PyTorch's site-packages/nvidia/cudnn); its C++ frontend, header-only, from
+# CUDNN_FRONTEND_PATH/include, which `.ci/deps test` unpacks from PyPI's nvidia-cudnn-frontend wheel into
+# .deps/cudnn-frontend.
+USE_CUDNN ?= 0
+CUDNN_PATH ?=
+CUDNN_FRONTEND_PATH ?= .deps/cudnn-frontend
+ifeq ($(USE_CUDNN),1)
+ATTENTION ?= cudnn
+else ifneq ($(USE_CUDNN),0)
+$(error USE_CUDNN must be 0 or 1, not '$(USE_CUDNN)')
+endif
+# the attention of train_gpt2cu: materialized (cuBLAS, the T x T matrix kept), flash (attention.cuh, none kept) or
+# cudnn (attention_cudnn.cpp, none kept; needs USE_CUDNN=1 and PRECISION=BF16)
 ATTENTION ?= materialized
 ifeq ($(ATTENTION),flash)
 PRECISION_FLAG += -DFLASH_ATTENTION
+else ifeq ($(ATTENTION),cudnn)
+ifneq ($(USE_CUDNN),1)
+$(error ATTENTION=cudnn needs USE_CUDNN=1)
+endif
+ifneq ($(PRECISION),BF16)
+$(error the cuDNN attention needs PRECISION=BF16: cuDNN's fused attention takes bf16 or fp16, not float32)
+endif
+PRECISION_FLAG += -DCUDNN_ATTENTION
 else ifneq ($(ATTENTION),materialized)
-$(error ATTENTION must be materialized or flash, not '$(ATTENTION)')
+$(error ATTENTION must be materialized, flash or cudnn, not '$(ATTENTION)')
+endif
+# what the cuDNN attention adds to a bf16 program: the flag, and at link time attention_cudnn.o and libcudnn (named
+# by its soname: PyTorch's wheels ship libcudnn.so.9 without the libcudnn.so link)
+CUDNN_LIB_DIR = $(if $(CUDNN_PATH),$(abspath $(CUDNN_PATH))/lib)
+CUDNN_LINK = attention_cudnn.o $(if $(CUDNN_LIB_DIR),-L$(CUDNN_LIB_DIR) -Xlinker -rpath=$(CUDNN_LIB_DIR)) \
+    -l:libcudnn.so.9
+ifeq ($(USE_CUDNN)$(PRECISION),1BF16)
+TRAINER_CUDNN_FLAG = -DENABLE_CUDNN
+TRAINER_CUDNN_OBJ = attention_cudnn.o
+TRAINER_CUDNN_LINK = $(CUDNN_LINK)
 endif
 
 HAVE_NVCC := $(shell command -v $(NVCC) 2> /dev/null)
@@ -62,16 +95,31 @@ deps:
 
 # the CUDA trainer in $(PRECISION) (default bf16) with $(ATTENTION) attention, and always in float32 with the
 # materialized attention (-f 1 there for TF32 matrix products). A stamp file remembers the last build's choices, so
-# that changing PRECISION or ATTENTION rebuilds.
-CUDA_SRCS = train_gpt2.cu siamese.cuh attention.cuh cuda_common.cuh $(HOST)
-train_gpt2cu: $(CUDA_SRCS) .precision
-	$(NVCC) $(NVFLAGS) $(PRECISION_FLAG) -o $@ $< $(NVLIBS)
+# that changing PRECISION, ATTENTION or USE_CUDNN rebuilds.
+CUDA_SRCS = train_gpt2.cu siamese.cuh attention.cuh cuda_common.cuh $(HOST) attention_cudnn.h
+train_gpt2cu: $(CUDA_SRCS) .precision $(TRAINER_CUDNN_OBJ)
+	$(NVCC) $(NVFLAGS) $(PRECISION_FLAG) $(TRAINER_CUDNN_FLAG) -o $@ $< $(NVLIBS) $(TRAINER_CUDNN_LINK)
 
 train_gpt2fp32cu: $(CUDA_SRCS)
 	$(NVCC) $(NVFLAGS) -DENABLE_FP32 -o $@ $< $(NVLIBS)
 
 .precision: FORCE
-	@echo $(PRECISION) $(ATTENTION) | cmp -s - $@ || echo $(PRECISION) $(ATTENTION) > $@
+	@echo $(PRECISION) $(ATTENTION) $(USE_CUDNN) | cmp -s - $@ || echo $(PRECISION) $(ATTENTION) $(USE_CUDNN) > $@
+
+# cuDNN's attention, host code only, compiled once (the frontend's headers take about a minute) and linked into the
+# programs that use it. The frontend's own headers are system headers here (their warnings are not ours);
+# host/utils.h's unused static functions are expected, as in the tests.
+CUDNN_INCLUDES = -isystem $(CUDNN_FRONTEND_PATH)/include $(if $(CUDNN_PATH),-isystem $(CUDNN_PATH)/include)
+CUDNN_HEADER = $(firstword $(wildcard $(if $(CUDNN_PATH),$(CUDNN_PATH)/include/cudnn.h, \
+    $(dir $(HAVE_NVCC))../include/cudnn.h /usr/include/cudnn.h /usr/include/x86_64-linux-gnu/cudnn.h)))
+attention_cudnn.o: attention_cudnn.cpp attention_cudnn.h host/utils.h
+	@[ -f $(CUDNN_FRONTEND_PATH)/include/cudnn_frontend.h ] || { echo "error: the cuDNN frontend's headers are not in" \
+	    "$(CUDNN_FRONTEND_PATH)/include: run 'bash .ci/deps test' (it unpacks PyPI's nvidia-cudnn-frontend there) or" \
+	    "set CUDNN_FRONTEND_PATH"; exit 1; }
+	@[ -n "$(CUDNN_HEADER)" ] || { echo "error: cuDNN's cudnn.h is not" \
+	    "$(if $(CUDNN_PATH),in $(CUDNN_PATH)/include,with the CUDA toolkit or in /usr/include): install cuDNN 9 or" \
+	    "set CUDNN_PATH to a folder with include/ and lib/ (e.g. PyTorch's site-packages/nvidia/cudnn)"; exit 1; }
+	$(NVCC) -O2 -std=c++17 -Xcompiler -Wall,-Wextra,-Wno-unused-function $(CUDNN_INCLUDES) -c -o $@ $<
 
 # the GPU against the CPU reference (float build, OpenMP) in one program, once per precision; runs only where a GPU
 # is present
@@ -83,8 +131,8 @@ tests/test_gpu_bf16: tests/test_gpu.cu $(CUDA_SRCS) reference_cpu.cpp
 	$(NVCC) $(TEST_GPU_FLAGS) -DENABLE_BF16 -o $@ $< $(NVLIBS) -lgomp
 
 # where a step's GPU time goes, part by part and layout by layout (in train_gpt2cu's precision and attention)
-tools/profile_gpu: tools/profile_gpu.cu $(CUDA_SRCS) .precision
-	$(NVCC) $(NVFLAGS) $(PRECISION_FLAG) -o $@ $< $(NVLIBS)
+tools/profile_gpu: tools/profile_gpu.cu $(CUDA_SRCS) .precision $(TRAINER_CUDNN_OBJ)
+	$(NVCC) $(NVFLAGS) $(PRECISION_FLAG) $(TRAINER_CUDNN_FLAG) -o $@ $< $(NVLIBS) $(TRAINER_CUDNN_LINK)
 
 data/kjv/kjv_train.bin:
 	$(PYTHON) data/prepare.py kjv
@@ -120,7 +168,8 @@ gpu-prep: data/kjv/kjv_train.bin
 	@DOCTEST=$(DOCTEST) bash tests/gpu_prep.sh $(GPU_PREP)
 
 clean:
-	rm -f $(CPU_BINS) train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16 tools/profile_gpu .precision experiments/depth_probe
+	rm -f $(CPU_BINS) train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16 \
+	    attention_cudnn.o tools/profile_gpu .precision experiments/depth_probe
 
 # experiments/ (docs/experiments.md): the depth probe includes the reference as a library. Not part of `all`, so
 # `make test` does not depend on it; experiments/smoke_test.sh builds it when missing.

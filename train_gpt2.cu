@@ -13,9 +13,10 @@ The shape of the file follows llm.c's train_gpt2_fp32.cu: kernels with their lau
 backward, then the model (parameters, activations, forward, backward, update), then the hooks through which the
 training loop both trainers share (train_main in host/train_loop.h) drives it. Matrix
 products go to cuBLAS (bf16 tensor cores, or float32 with TF32 only under -f 1; in bf16 the products that end in
-a bias or a GELU go to cuBLASLt with the bias and GELU fused in); attention is materialized or flash
-(attention.cuh); everything else is a short kernel of our own with a comment saying which thread owns which
-element. -r 1 recomputes the LayerNorm and GELU outputs in the backward pass instead of keeping them.
+a bias or a GELU go to cuBLASLt with the bias and GELU fused in); attention is materialized, flash
+(attention.cuh) or cuDNN's (attention_cudnn.cpp, make USE_CUDNN=1); everything else is a short kernel of our own
+with a comment saying which thread owns which element. -r 1 recomputes the LayerNorm and GELU outputs in the
+backward pass instead of keeping them.
 
 How the layouts differ. Between two sub-layers (and after the embedding, and at the head) each layout does its
 normalization and residual work in ONE fused kernel per row, a "boundary": boundary b ends sub-layer b-1 (takes its
@@ -34,23 +35,40 @@ Define TRAIN_GPT2_NO_MAIN before including this file to use it as a library (tes
 #include "siamese.cuh"
 #include "attention.cuh"
 
-// Attention: materialized (cuBLAS products around a softmax kernel, the T x T matrix kept for the backward pass) or
-// flash (attention.cuh: no T x T matrix, the softmax recomputed from one log-sum-exp a row). Chosen at build time
-// (make ATTENTION=flash -> -DFLASH_ATTENTION) and per model by the tests (GPT2::attention).
-enum { ATTENTION_MATERIALIZED = 0, ATTENTION_FLASH = 1 };
-#ifdef FLASH_ATTENTION
+// Attention: materialized (cuBLAS products around a softmax kernel, the T x T matrix kept for the backward pass),
+// flash (attention.cuh: no T x T matrix, the softmax recomputed from one log-sum-exp a row) or cuDNN (cuDNN's fused
+// attention, attention_cudnn.cpp: the same algorithm as flash, reading q, k, v straight from the qkv product's rows).
+// Chosen at build time (make ATTENTION=flash -> -DFLASH_ATTENTION, make USE_CUDNN=1 -> -DENABLE_CUDNN
+// -DCUDNN_ATTENTION) and per model by the tests and tools/profile_gpu (GPT2::attention). The cuDNN one exists only in
+// a bf16 build with ENABLE_CUDNN (cuDNN's fused attention takes bf16 or fp16, not float32); asking another build for
+// it is one error line (check_attention).
+enum { ATTENTION_MATERIALIZED = 0, ATTENTION_FLASH = 1, ATTENTION_CUDNN = 2 };
+#if defined(ENABLE_CUDNN) && !defined(ENABLE_FP32)
+#define HAVE_CUDNN_ATTENTION 1
+#include "attention_cudnn.h"
+#else
+#define HAVE_CUDNN_ATTENTION 0
+#endif
+#if defined(CUDNN_ATTENTION) && !HAVE_CUDNN_ATTENTION
+#error "CUDNN_ATTENTION (make ATTENTION=cudnn) needs ENABLE_CUDNN (make USE_CUDNN=1) and the bf16 build"
+#endif
+#if defined(CUDNN_ATTENTION)
+static const int DEFAULT_ATTENTION = ATTENTION_CUDNN;
+#elif defined(FLASH_ATTENTION)
 static const int DEFAULT_ATTENTION = ATTENTION_FLASH;
 #else
 static const int DEFAULT_ATTENTION = ATTENTION_MATERIALIZED;
 #endif
-static const char* const ATTENTION_NAMES[] = {"materialized (cuBLAS + softmax kernel)", "flash (attention.cuh)"};
-static const char* const ATTENTION_FLAGS[] = {"materialized", "flash"};  // --attention's names
+static const char* const ATTENTION_NAMES[] = {"materialized (cuBLAS + softmax kernel)", "flash (attention.cuh)",
+                                              "cuDNN (fused SDPA, attention_cudnn.cpp)"};
+static const char* const ATTENTION_FLAGS[] = {"materialized", "flash", "cudnn"};  // --attention's names
 
-// --attention NAME: ATTENTION_MATERIALIZED or ATTENTION_FLASH
+// --attention NAME: ATTENTION_MATERIALIZED, ATTENTION_FLASH or ATTENTION_CUDNN (whether this build can run the
+// last is checked where the model starts, as for the build's default)
 static int parse_attention(const char* name) {
     for (int i = 0; i < (int)(sizeof(ATTENTION_FLAGS) / sizeof(ATTENTION_FLAGS[0])); i++)
         if (!strcmp(name, ATTENTION_FLAGS[i])) return i;
-    fail("--attention expects materialized or flash, got '%s'", name);
+    fail("--attention expects materialized, flash or cudnn, got '%s'", name);
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -635,6 +653,44 @@ static void attention_backward(floatX* dqkv, floatX* dq, floatX* dk, floatX* dv,
     permute_qkv_backward(dqkv, dq, dk, dv, B, T, NH, hs);
 }
 
+// The cuDNN attention (attention_cudnn.cpp; the layouts are in attention_cudnn.h): out (B, T, C) and lse from the
+// qkv product's rows qkv (B, T, 3C), bias added, and back to dqkv (B, T, 3C). No permutes and no scratch: cuDNN
+// reads and writes these rows with strides. Only a bf16 build with ENABLE_CUDNN has it; check_attention keeps any
+// other build from getting here.
+static void attention_forward_cudnn(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, int hs) {
+#if HAVE_CUDNN_ATTENTION
+    cudnn_attention_forward(out, lse, qkv, B, T, NH, hs);
+#else
+    (void)out, (void)lse, (void)qkv, (void)B, (void)T, (void)NH, (void)hs;
+    fail("internal: this build has no cuDNN attention");
+#endif
+}
+
+static void attention_backward_cudnn(floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
+                                     const float* lse, int B, int T, int NH, int hs) {
+#if HAVE_CUDNN_ATTENTION
+    cudnn_attention_backward(dqkv, dout, qkv, out, lse, B, T, NH, hs);
+#else
+    (void)dqkv, (void)dout, (void)qkv, (void)out, (void)lse, (void)B, (void)T, (void)NH, (void)hs;
+    fail("internal: this build has no cuDNN attention");
+#endif
+}
+
+// One error line and exit 1 unless this build can run `attention` at head size hs: flash takes head sizes up to
+// FLASH_MAX_HEAD_SIZE, cuDNN multiples of 8, and only where it is built in.
+static void check_attention(int attention, int hs) {
+    if (attention == ATTENTION_FLASH) flash_check_head_size(hs);
+    if (attention != ATTENTION_CUDNN) return;
+#if HAVE_CUDNN_ATTENTION
+    cudnn_attention_check_head_size(hs);
+#else
+    if (FLOATX_IS_FLOAT)
+        fail("the cuDNN attention needs the bf16 build (cuDNN's fused attention takes bf16 or fp16, not float32): "
+             "make train_gpt2cu USE_CUDNN=1 (PRECISION=BF16)");
+    fail("this build has no cuDNN attention: build with make USE_CUDNN=1 (see docs/cuda.md)");
+#endif
+}
+
 // ----------------------------------------------------------------------------------------------------------------
 // GELU, tanh approximation: gelu(x) = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
 
@@ -794,9 +850,10 @@ typedef struct {
     floatX* sum;       // (2L, B,T,C) post: x_s + z_s, the input of the LayerNorm after sub-layer s
     float* ln_mean;    // (2L+1, 3, B,T) LayerNorm statistics of boundary b by slot (LN_X, LN_Y, LN_IN)
     float* ln_rstd;    // (2L+1, 3, B,T)
-    floatX* qkvr;      // (L, 3, B,NH,T,hs) q, k, v of each head, bias added
+    floatX* qkvr;      // (L, 3, B,NH,T,hs) q, k, v of each head, bias added; cuDNN: (L, B,T,3C), the qkv product's
+                       //   rows with the bias, which cuDNN reads in place
     floatX* att;       // (L, B,NH,T,T) the causal softmax (materialized attention only)
-    float* lse;        // (L, B,NH,T) log-sum-exp of each query's scores (flash attention only)
+    float* lse;        // (L, B,NH,T) log-sum-exp of each query's scores (flash and cuDNN), layer l at layer_lse
     floatX* atty;      // (L, B,T,C) attention output before its projection
     floatX* fch;       // (L, B,T,4C) fc output, bias added
     floatX* fch_gelu;  // (L, B,T,4C); -r 1: (B,T,4C), the current layer's only, recomputed from fch
@@ -805,7 +862,7 @@ typedef struct {
     float* losses;     // (B,T)
     // scratch of the forward pass, reused by every layer
     floatX* z;         // (B,T,C) the output of the current sub-layer
-    floatX* qkv;       // (B,T,3C) the qkv product before the permute
+    floatX* qkv;       // (B,T,3C) the qkv product before the permute (materialized, flash)
     floatX* vaccum;    // (B,NH,T,hs) att @ v before the unpermute (materialized)
     // scratch of the backward pass
     floatX* dx;        // (B,T,C) dL/dx of the stream at the current boundary; pre: also dL/dz, post: also dL/du
@@ -815,20 +872,26 @@ typedef struct {
     floatX* dfch;      // (B,T,4C) MLP: dL/dfch_gelu, then dL/dfch in place
     floatX* datty;     // (B,T,C)
     floatX* dvaccum;   // (B,NH,T,hs) (materialized)
-    floatX* dqkvr;     // (3, B,NH,T,hs)
+    floatX* dqkvr;     // (3, B,NH,T,hs) (materialized, flash; cuDNN writes dqkv itself)
     floatX* dqkv;      // (B,T,3C)
     floatX* datt;      // (B,NH,T,T) (materialized)
     float* attD;       // (B,NH,T) dout . out per query (flash)
 } ActivationTensors;
 
+// the floats of one layer's lse (B NH T of them), rounded up to 64 so that every layer's starts 256-byte aligned
+// (cuDNN reads and writes 16-byte aligned tensors only)
+static size_t lse_layer_floats(size_t rows) { return (rows + 63) / 64 * 64; }
+
 // points the tensors into memory (null: only count); returns the bytes needed. Each tensor starts 256-aligned.
 // recompute (-r 1): u and fch_gelu are kept for one sub-layer only and recomputed in the backward pass.
-// attention: ATTENTION_FLASH keeps no T x T matrix (att, datt), but lse.
+// attention: flash and cuDNN keep no T x T matrix (att, datt), but lse; cuDNN needs no permuted copies either (qkv,
+// dqkvr), nor flash's D (attD): it reads and writes the rows of the products.
 static size_t point_activations(const GPT2Config& c, int B, int T, int recompute, int attention, ActivationTensors* a,
                                 char* memory) {
     size_t C = c.channels, L = c.num_layers, NH = c.num_heads, Vp = c.padded_vocab_size, BT = (size_t)B * T;
-    int flash = attention == ATTENTION_FLASH;
-    size_t NC = BT * C, att = flash ? 0 : (size_t)B * NH * T * T, rows = (size_t)B * NH * T;
+    int materialized = attention == ATTENTION_MATERIALIZED, flash = attention == ATTENTION_FLASH;
+    int cudnn = attention == ATTENTION_CUDNN;
+    size_t NC = BT * C, att = materialized ? (size_t)B * NH * T * T : 0, rows = (size_t)B * NH * T;
     int post = c.norm == NORM_POST, siamese = c.norm == NORM_SIAMESE;
     size_t kept = recompute ? 1 : L;  // how many layers' u and fch_gelu are kept
     struct { floatX** ptr; size_t count; } xs[] = {
@@ -836,16 +899,16 @@ static size_t point_activations(const GPT2Config& c, int B, int T, int recompute
         {&a->sum, post ? 2 * L * NC : 0}, {&a->qkvr, L * 3 * NC},             {&a->att, L * att},
         {&a->atty, L * NC},               {&a->fch, L * 4 * NC},              {&a->fch_gelu, kept * 4 * NC},
         {&a->hf, post ? 0 : NC},          {&a->logits, BT * Vp},              {&a->z, NC},
-        {&a->qkv, 3 * NC},                {&a->vaccum, flash ? 0 : NC},       {&a->dx, NC},
+        {&a->qkv, cudnn ? 0 : 3 * NC},    {&a->vaccum, materialized ? NC : 0}, {&a->dx, NC},
         {&a->dy, siamese ? NC : 0},       {&a->dz, siamese ? NC : 0},         {&a->du, post ? 0 : NC},
-        {&a->dfch, 4 * NC},               {&a->datty, NC},                    {&a->dvaccum, flash ? 0 : NC},
-        {&a->dqkvr, 3 * NC},              {&a->dqkv, 3 * NC},                 {&a->datt, att},
+        {&a->dfch, 4 * NC},               {&a->datty, NC},                    {&a->dvaccum, materialized ? NC : 0},
+        {&a->dqkvr, cudnn ? 0 : 3 * NC},  {&a->dqkv, 3 * NC},                 {&a->datt, att},
     };
     struct { float** ptr; size_t count; } fs[] = {
         {&a->ln_mean, (2 * L + 1) * LN_SLOTS * BT},
         {&a->ln_rstd, (2 * L + 1) * LN_SLOTS * BT},
         {&a->losses, BT},
-        {&a->lse, flash ? L * rows : 0},
+        {&a->lse, materialized ? 0 : L * lse_layer_floats(rows)},
         {&a->attD, flash ? rows : 0},
     };
     size_t total = 0;
@@ -880,7 +943,7 @@ struct GPT2 {
     int* token_index;         // (3 B T + 1) on the device, see build_token_index; by each training forward pass
     int index_tokens;         // its U, the distinct tokens of the batch
     int recompute = 0;        // -r 1: recompute u and fch_gelu in the backward pass (set before the first forward)
-    int attention = DEFAULT_ATTENTION;  // ATTENTION_MATERIALIZED or ATTENTION_FLASH (set before the first forward)
+    int attention = DEFAULT_ATTENTION;  // ATTENTION_MATERIALIZED, _FLASH or _CUDNN (set before the first forward)
     std::vector<int> host_count, host_index;  // build_token_index's scratch and result
     std::vector<float> host_losses;
     std::vector<double> host_partials;         // sum_of_squares' partial sums
@@ -957,7 +1020,7 @@ static std::vector<T> download(const T* device, size_t n) {
 static void gpt2_allocate_activations(GPT2* m, int B, int T) {
     m->batch_size = B;
     m->seq_len = T;
-    if (m->attention == ATTENTION_FLASH) flash_check_head_size(m->config.channels / m->config.num_heads);
+    check_attention(m->attention, m->config.channels / m->config.num_heads);
     m->acts_bytes = point_activations(m->config, B, T, m->recompute, m->attention, &m->acts, nullptr);
     m->acts_memory = cuda_malloc<char>(m->acts_bytes, "the activations");
     point_activations(m->config, B, T, m->recompute, m->attention, &m->acts, m->acts_memory);
@@ -982,6 +1045,10 @@ static floatX* boundary_u(GPT2* m, int b) {
 }
 static float* ln_mean(GPT2* m, int b, int slot) { return m->acts.ln_mean + ((size_t)b * LN_SLOTS + slot) * m->B * m->T; }
 static float* ln_rstd(GPT2* m, int b, int slot) { return m->acts.ln_rstd + ((size_t)b * LN_SLOTS + slot) * m->B * m->T; }
+// layer l's log-sum-exp of each query (B, NH, T) (flash and cuDNN attention)
+static float* layer_lse(GPT2* m, int l) {
+    return m->acts.lse + l * lse_layer_floats((size_t)m->B * m->config.num_heads * m->T);
+}
 // the LayerNorm parameters (or their gradients) of boundary b, slot j: sub-layer b = 2l + k, or the head at 2L
 template <typename T>
 static T* ln_w(ParameterTensorsT<T>* p, const GPT2Config& c, int b, int j) {
@@ -1156,13 +1223,19 @@ static void attention_block_forward(GPT2* m, int l, const floatX* u, floatX* z) 
     ActivationTensors* a = &m->acts;
     floatX* q = a->qkvr + (size_t)l * 3 * NC;
     floatX* atty = a->atty + (size_t)l * NC;
-    const floatX* qkvb = p->qkvb + (size_t)l * 3 * C;
+    const floatX *qkvw = p->qkvw + (size_t)l * 3 * C * C, *qkvb = p->qkvb + (size_t)l * 3 * C;
     profile_part("attention matmuls");
-    matmul_forward(a->qkv, u, p->qkvw + (size_t)l * 3 * C * C, nullptr, N, C, 3 * C);
+    if (m->attention == ATTENTION_CUDNN) {  // cuDNN reads q, k, v from the product's rows: kept, with the bias
+        matmul_forward(q, u, qkvw, qkvb, N, C, 3 * C);
+    } else {  // the bias comes with the permute
+        matmul_forward(a->qkv, u, qkvw, nullptr, N, C, 3 * C);
+    }
     profile_part("attention core");
-    if (m->attention == ATTENTION_FLASH) {
+    if (m->attention == ATTENTION_CUDNN) {
+        attention_forward_cudnn(atty, layer_lse(m, l), q, B, T, NH, C / NH);
+    } else if (m->attention == ATTENTION_FLASH) {
         permute_qkv(q, q + NC, q + 2 * NC, a->qkv, qkvb, B, T, NH, C / NH);
-        flash_attention_forward(atty, a->lse + (size_t)l * B * NH * T, q, q + NC, q + 2 * NC, B, T, C, NH);
+        flash_attention_forward(atty, layer_lse(m, l), q, q + NC, q + 2 * NC, B, T, C, NH);
     } else {
         floatX* att = a->att + (size_t)l * B * NH * T * T;
         attention_forward(atty, q, q + NC, q + 2 * NC, att, a->vaccum, a->qkv, qkvb, B, T, C, NH);
@@ -1185,9 +1258,11 @@ static void attention_block_backward(GPT2* m, int l, const floatX* u, floatX* du
                     p->attprojw + (size_t)l * C * C, N, C, C, 0.0f);
     profile_part("attention core");
     floatX *dq = a->dqkvr, *dk = dq + NC, *dv = dq + 2 * NC;
-    if (m->attention == ATTENTION_FLASH) {
-        flash_attention_backward(dq, dk, dv, a->attD, a->datty, atty, q, q + NC, q + 2 * NC,
-                                 a->lse + (size_t)l * B * NH * T, B, T, C, NH);
+    if (m->attention == ATTENTION_CUDNN) {
+        attention_backward_cudnn(a->dqkv, a->datty, q, atty, layer_lse(m, l), B, T, NH, C / NH);
+    } else if (m->attention == ATTENTION_FLASH) {
+        flash_attention_backward(dq, dk, dv, a->attD, a->datty, atty, q, q + NC, q + 2 * NC, layer_lse(m, l), B, T,
+                                 C, NH);
         permute_qkv_backward(a->dqkv, dq, dk, dv, B, T, NH, C / NH);
     } else {
         const floatX* att = a->att + (size_t)l * B * NH * T * T;

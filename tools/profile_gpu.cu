@@ -12,12 +12,14 @@
 // (the attention core counts the causal half of q k^T and att v, which is what flash attention computes).
 //
 //   make tools/profile_gpu && ./tools/profile_gpu [-e d12] [-b 16] [-t 1024] [-x 3] [-r 0|1]
-//                                                 [--attention materialized|flash] [--norm pre,post,siamese]
+//                                                 [--attention materialized|flash|cudnn] [--norm pre,post,siamese]
 //                                                 [--epilogues 1|0]
 //   (another shape: --layers L --channels C --heads NH instead of -e, and --vocab V instead of GPT-2's 50257)
-// The precision is the build's (make PRECISION=...), as is the default attention (make ATTENTION=...); both
-// attentions are compiled in, so --attention compares them within one build. --epilogues 0 (bf16 build) turns
-// cuBLASLt's fused bias and GELU epilogues off, for the separate kernels: whether the fusion pays on this GPU.
+// The precision is the build's (make PRECISION=...), as is the default attention (make ATTENTION=...); the
+// materialized and flash attentions are always compiled in, cuDNN's in a make USE_CUDNN=1 build, so --attention
+// compares them within one build (cuDNN builds its graphs in the warm-up steps; their cost is printed apart).
+// --epilogues 0 (bf16 build) turns cuBLASLt's fused bias and GELU epilogues off, for the separate kernels: whether
+// the fusion pays on this GPU.
 #define TRAIN_GPT2_NO_MAIN
 #include "../train_gpt2.cu"
 
@@ -168,6 +170,7 @@ int main(int argc, char** argv) {
     int L, C, NH;
     requested_shape(o, &L, &C, &NH);
     if (!o.model && (!L || !C || !NH)) fail("give --layers, --channels and --heads together (or -e)");
+    check_attention(attention, C / NH);  // before the GPU: a build without the attention asked for says so
     gpu_init(0);
 #if USE_CUBLASLT
     gpu.no_epilogues = !epilogues;
@@ -190,6 +193,13 @@ int main(int argc, char** argv) {
     printf("%s, %s, L=%d C=%d NH=%d V=%d B=%d T=%d, %s attention, %s%s; mean of %d steps after 2 warm-up "
            "steps\n", gpu.name, PRECISION_NAME, L, C, NH, V, B, T, ATTENTION_NAMES[attention], products,
            recompute ? ", -r 1" : "", steps);
+#if HAVE_CUDNN_ATTENTION
+    if (attention == ATTENTION_CUDNN) {
+        CudnnAttentionStats st = cudnn_attention_stats();
+        printf("cuDNN %zu: %d graphs built (forward and backward per shape) in %.2f s, before the timed steps; "
+               "workspace %.1f MiB\n", st.version, st.graphs, st.build_seconds, st.workspace_bytes / 1048576.0);
+    }
+#endif
     for (const auto& r : runs) print_layout(r.first.c_str(), r.second, flops);
 
     // each layout against the first (Pre-Norm by default), part by part
