@@ -25,10 +25,10 @@ $(error PRECISION must be BF16 or FP32, not '$(PRECISION)')
 endif
 # cuDNN's fused attention, llm.c's switch: USE_CUDNN=1 compiles attention_cudnn.cpp (cuDNN's graph API, bf16 only)
 # into train_gpt2cu and tools/profile_gpu and makes it train_gpt2cu's attention (ATTENTION=cudnn, unless ATTENTION
-# says otherwise). cuDNN itself (cudnn.h, libcudnn.so.9) comes from the CUDA toolkit's folders, or from CUDNN_PATH
-# (its include/ and lib/: e.g. PyTorch's site-packages/nvidia/cudnn); its C++ frontend, header-only, from
-# CUDNN_FRONTEND_PATH/include, which `.ci/deps test` unpacks from PyPI's nvidia-cudnn-frontend wheel into
-# .deps/cudnn-frontend.
+# says otherwise); tests/test_gpu_cudnn, the bf16 test program with the cuDNN cases, always has it. cuDNN itself
+# (cudnn.h, libcudnn.so.9) comes from the CUDA toolkit's folders, or from CUDNN_PATH (its include/ and lib/: e.g.
+# PyTorch's site-packages/nvidia/cudnn); its C++ frontend, header-only, from CUDNN_FRONTEND_PATH/include, which
+# `.ci/deps test` unpacks from PyPI's nvidia-cudnn-frontend wheel into .deps/cudnn-frontend.
 USE_CUDNN ?= 0
 CUDNN_PATH ?=
 CUDNN_FRONTEND_PATH ?= .deps/cudnn-frontend
@@ -130,6 +130,11 @@ tests/test_gpu: tests/test_gpu.cu $(CUDA_SRCS) reference_cpu.cpp
 tests/test_gpu_bf16: tests/test_gpu.cu $(CUDA_SRCS) reference_cpu.cpp
 	$(NVCC) $(TEST_GPU_FLAGS) -DENABLE_BF16 -o $@ $< $(NVLIBS) -lgomp
 
+# the bf16 test program with the cuDNN attention: its cuDNN cases (the others are tests/test_gpu_bf16's). `make test`
+# builds it wherever nvcc is, so that the cuDNN build compiles in CI; it runs only where a GPU is present.
+tests/test_gpu_cudnn: tests/test_gpu.cu $(CUDA_SRCS) reference_cpu.cpp attention_cudnn.o
+	$(NVCC) $(TEST_GPU_FLAGS) -DENABLE_BF16 -DENABLE_CUDNN -o $@ $< $(NVLIBS) $(CUDNN_LINK) -lgomp
+
 # where a step's GPU time goes, part by part and layout by layout (in train_gpt2cu's precision and attention)
 tools/profile_gpu: tools/profile_gpu.cu $(CUDA_SRCS) .precision $(TRAINER_CUDNN_OBJ)
 	$(NVCC) $(NVFLAGS) $(PRECISION_FLAG) $(TRAINER_CUDNN_FLAG) -o $@ $< $(NVLIBS) $(TRAINER_CUDNN_LINK)
@@ -149,7 +154,7 @@ train:
 
 test:
 	@bash .ci/deps test
-	@$(MAKE) --no-print-directory all data/kjv/kjv_train.bin
+	@$(MAKE) --no-print-directory all data/kjv/kjv_train.bin $(if $(HAVE_NVCC),tests/test_gpu_cudnn)
 	TORCH_PY=$(TORCH_PY) bash tests/run_all.sh
 
 # CPU speed at GPT-2 small (d12, vocabulary 50257, -b 4 -t 64) for each layout: a table, not a test
@@ -168,7 +173,7 @@ gpu-prep: data/kjv/kjv_train.bin
 	@DOCTEST=$(DOCTEST) bash tests/gpu_prep.sh $(GPU_PREP)
 
 clean:
-	rm -f $(CPU_BINS) train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16 \
+	rm -f $(CPU_BINS) train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16 tests/test_gpu_cudnn \
 	    attention_cudnn.o tools/profile_gpu .precision experiments/depth_probe
 
 # experiments/ (docs/experiments.md): the depth probe includes the reference as a library. Not part of `all`, so

@@ -27,6 +27,9 @@
 // and 1e-1 (siamese at GPT-2 small's shape, emulated once in 70 minutes: 1.24e-2 norm-wise, 1.70e-2 max-wise).
 // A real mistake is still far larger (1e-1..1 norm-wise). The bit-for-bit repeat holds in bf16 too.
 //
+// tests/test_gpu_cudnn is the bf16 build with cuDNN's attention compiled in (-DENABLE_CUDNN, attention_cudnn.cpp): it
+// runs the cases named "cuDNN ..." (unless given its own -tc filter); the rest are tests/test_gpu_bf16's.
+//
 // Without a GPU this program prints "SKIPPED: no CUDA device" and ends with "0 passed, 0 failed, N skipped".
 #define DOCTEST_CONFIG_IMPLEMENT
 #include "doctest.h"
@@ -374,19 +377,28 @@ static const double FLASH_BOUND = 1e-5;
 #else
 static const double FLASH_BOUND = 3e-2;
 #endif
+// The cases of an attention other than the materialized one (named `name` in the labels), held against the CPU and
+// the materialized attention at `bound`: each layout, T not a multiple of the tiles and long enough for several, head
+// sizes pre_channels / 4, 48, 16 and 128, and -r 1 (as a long run at large T would use it) at head size 32.
+static void check_attention_cases(int attention, const char* name, int pre_channels, double bound) {
+    auto label = [&](const char* layout, const char* suffix) { return std::string(layout) + "-" + name + suffix; };
+    std::string pre = label("pre", ""), post = label("post", ""), siamese = label("siamese", "");
+    std::string hs128 = label("siamese", "-hs128"), r1 = label("siamese", "-r1");
+    Variant v = {0, attention};
+    check_against_cpu(make_problem(pre.c_str(), NORM_PRE, 0, 2, pre_channels, 4, 80, 60, 2, 70), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, v, bound);
+    check_against_cpu(make_problem(post.c_str(), NORM_POST, 0, 2, 144, 3, 40, 60, 2, 33), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, v, bound);
+    check_against_cpu(make_problem(siamese.c_str(), NORM_SIAMESE, 0, 2, 64, 4, 80, 60, 2, 75), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, v, bound);
+    check_against_cpu(make_problem(hs128.c_str(), NORM_SIAMESE, 0, 1, 256, 2, 40, 60, 2, 37), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, v, bound);
+    check_against_cpu(make_problem(r1.c_str(), NORM_SIAMESE, 0, 2, 192, 6, 32, 60, 3, 24), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, Variant{1, attention}, bound);
+}
+
 TEST_CASE("flash attention: pre, post and siamese match the CPU reference and the materialized attention") {
-    Variant flash = {0, ATTENTION_FLASH};
-    check_against_cpu(make_problem("pre-flash", NORM_PRE, 0, 2, 136, 4, 80, 60, 2, 70), SMALL_NORM_BOUND,
-                      SMALL_MAX_BOUND, flash, FLASH_BOUND);
-    check_against_cpu(make_problem("post-flash", NORM_POST, 0, 2, 144, 3, 40, 60, 2, 33), SMALL_NORM_BOUND,
-                      SMALL_MAX_BOUND, flash, FLASH_BOUND);
-    check_against_cpu(make_problem("siamese-flash", NORM_SIAMESE, 0, 2, 64, 4, 80, 60, 2, 75), SMALL_NORM_BOUND,
-                      SMALL_MAX_BOUND, flash, FLASH_BOUND);
-    check_against_cpu(make_problem("siamese-flash-hs128", NORM_SIAMESE, 0, 1, 256, 2, 40, 60, 2, 37),
-                      SMALL_NORM_BOUND, SMALL_MAX_BOUND, flash, FLASH_BOUND);
-    // flash with -r 1, as a long run at large T would use them
-    check_against_cpu(make_problem("siamese-flash-r1", NORM_SIAMESE, 0, 2, 192, 6, 32, 60, 3, 24), SMALL_NORM_BOUND,
-                      SMALL_MAX_BOUND, Variant{1, ATTENTION_FLASH}, FLASH_BOUND);
+    check_attention_cases(ATTENTION_FLASH, "flash", 136, FLASH_BOUND);  // pre: head size 34
 }
 
 // Long rows: at T = 264 (33 packs of 8 bf16 keys, 66 of 4 floats) a lane of the softmax kernels walks several packs
@@ -462,6 +474,113 @@ TEST_CASE("tensor-core flash attention matches the portable kernels") {
 }
 #endif
 
+#if HAVE_CUDNN_ATTENTION
+// cuDNN's fused attention (attention_cudnn.cpp) against the CPU reference and against the materialized attention:
+// flash's cases (pre at head size 32: cuDNN takes multiples of 8) and T = 300; each case also runs a (1, T - 3)
+// forward pass, a second shape and so a second cached graph; then sampling's passes at lengths 1, 2 and 3. cuDNN
+// sums in float32 and rounds p to bf16 for its product with v (as FlashAttention and our tensor-core kernels do),
+// the materialized attention stores the whole softmax in bf16: bf16 noise either way, so flash's bound (3e-2). The
+// bit-for-bit repeat of the backward pass holds only with cuDNN's deterministic backward algorithm, which
+// attention_cudnn.cpp asks for.
+TEST_CASE("cuDNN attention: pre, post and siamese match the CPU reference and the materialized attention") {
+    check_attention_cases(ATTENTION_CUDNN, "cudnn", 128, FLASH_BOUND);
+    check_against_cpu(make_problem("siamese-cudnn-t300", NORM_SIAMESE, 0, 1, 64, 2, 300, 60, 1, 300),
+                      SMALL_NORM_BOUND, SMALL_MAX_BOUND, Variant{0, ATTENTION_CUDNN}, FLASH_BOUND);
+
+    // sampling's forward passes: one sequence at lengths 1, 2, 3 (a graph each), the logits against the CPU's
+    Problem p = make_problem("pre-cudnn-sampling", NORM_PRE, 0, 2, 64, 2, 32, 60, 1, 8);
+    int Vp = p.config.padded_vocab_size;
+    cpu::GPT2 ref;
+    init_cpu_model(&ref, p.config);
+    GPT2 g;
+    load_gpu_model(&g, ref);
+    g.attention = ATTENTION_CUDNN;
+    cpu::gpt2_forward(&ref, p.inputs.data(), nullptr, 1, p.T);  // both allocate for (1, 8)
+    gpt2_forward(&g, p.inputs.data(), nullptr, 1, p.T);
+    for (int n = 1; n <= 3; n++) {
+        cpu::gpt2_forward(&ref, p.inputs.data(), nullptr, 1, n);
+        gpt2_forward(&g, p.inputs.data(), nullptr, 1, n);
+        std::vector<float> logits = as_float(download(g.acts.logits, (size_t)n * Vp));
+        Diff d = compare(logits.data(), ref.acts.logits, (size_t)n * Vp);
+        INFO("logits of a (1, " << n << ") batch: norm-rel " << d.norm_rel);
+        CHECK(d.norm_rel <= SMALL_NORM_BOUND);
+    }
+    gpt2_free(&g);
+    cpu::gpt2_free(&ref);
+    CudnnAttentionStats st = cudnn_attention_stats();
+    MESSAGE("CUDNNGRAPHS cuDNN " << st.version << ": " << st.graphs << " graphs built in " << st.build_seconds
+                                 << " s, workspace " << st.workspace_bytes << " bytes");
+}
+
+// cuDNN's attention against the portable flash kernels (attention.cuh, float32 throughout) on the same bf16 q, k, v
+// (in qkv's rows for cuDNN, permuted for flash) and dout: out, lse, dq, dk, dv. cuDNN rounds p (and ds) to bf16 for
+// its products (2^-9 relative on average), the portable kernels do not: they differ by ~2e-3, as the tensor-core
+// kernels do; bound 1e-2. lse is a float32 log of float32 sums in both (the scores are exact products of bf16
+// numbers, summed in float32): bound 1e-4 (a wrong scale or a log base other than e is off by 1e-1 or more).
+// T = 150: not a multiple of 64 or 128, cuDNN's tiles.
+TEST_CASE("cuDNN attention matches the portable flash kernels") {
+    for (int hs : {16, 32, 64, 128}) {
+        int B = 2, NH = 2, T = 150, C = NH * hs;
+        size_t n = (size_t)B * T * C, rows = (size_t)B * NH * T;
+        uint64_t rng = 2000 + hs;
+        std::vector<floatX> hqkv(3 * n), hdout(n), zero_bias(3 * C, (floatX)0.0f);
+        for (auto& x : hqkv) x = (floatX)(float)random_normal(&rng);
+        for (auto& x : hdout) x = (floatX)(float)random_normal(&rng);
+        floatX *qkv = cuda_malloc<floatX>(3 * n, "qkv"), *dout = cuda_malloc<floatX>(n, "dout");
+        floatX* bias = cuda_malloc<floatX>(3 * C, "bias");
+        cudaCheck(cudaMemcpy(qkv, hqkv.data(), 3 * n * sizeof(floatX), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(dout, hdout.data(), n * sizeof(floatX), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(bias, zero_bias.data(), 3 * C * sizeof(floatX), cudaMemcpyHostToDevice));
+        // results[cuDNN, flash] = out, lse, dqkv (B, T, 3C)
+        std::vector<float> out[2], lse[2], dqkv[2];
+        for (int flash = 0; flash < 2; flash++) {
+            floatX *o = cuda_malloc<floatX>(n, "out"), *d = cuda_malloc<floatX>(3 * n, "dqkv");
+            float* l = cuda_malloc<float>(rows, "lse");
+            if (!flash) {
+                cudnn_attention_forward(o, l, qkv, B, T, NH, hs);
+                cudnn_attention_backward(d, dout, qkv, o, l, B, T, NH, hs);
+            } else {
+                flash_force_portable = 1;
+                floatX* heads = cuda_malloc<floatX>(6 * n, "q, k, v, dq, dk, dv");
+                float* D = cuda_malloc<float>(rows, "D");
+                floatX *q = heads, *k = q + n, *v = k + n, *dq = v + n, *dk = dq + n, *dv = dk + n;
+                permute_qkv(q, k, v, qkv, bias, B, T, NH, hs);
+                flash_attention_forward(o, l, q, k, v, B, T, C, NH);
+                flash_attention_backward(dq, dk, dv, D, dout, o, q, k, v, l, B, T, C, NH);
+                permute_qkv_backward(d, dq, dk, dv, B, T, NH, hs);
+                flash_force_portable = 0;
+                for (void* p : {(void*)heads, (void*)D}) cudaCheck(cudaFree(p));
+            }
+            out[flash] = as_float(download(o, n));
+            lse[flash] = download(l, rows);
+            dqkv[flash] = as_float(download(d, 3 * n));
+            for (void* p : {(void*)o, (void*)d, (void*)l}) cudaCheck(cudaFree(p));
+        }
+        // dq, dk, dv: the thirds of each dqkv row
+        std::vector<float> parts[2][3];
+        for (int r = 0; r < 2; r++)
+            for (size_t row = 0; row < (size_t)B * T; row++)
+                for (int part = 0; part < 3; part++)
+                    parts[r][part].insert(parts[r][part].end(), dqkv[r].begin() + (row * 3 + part) * C,
+                                          dqkv[r].begin() + (row * 3 + part + 1) * C);
+        Diff d_out = compare(out[0].data(), out[1].data(), n), d_lse = compare(lse[0].data(), lse[1].data(), rows);
+        char buf[256];
+        std::string line = fmt(buf, sizeof(buf), "CUDNNCHECK hs=%d: out %.1e lse %.1e", hs, d_out.norm_rel,
+                               d_lse.norm_rel);
+        CHECK(d_out.norm_rel <= 1e-2);
+        CHECK(d_lse.norm_rel <= 1e-4);
+        const char* names[3] = {"dq", "dk", "dv"};
+        for (int part = 0; part < 3; part++) {
+            Diff d = compare(parts[0][part].data(), parts[1][part].data(), n);
+            line += fmt(buf, sizeof(buf), " %s %.1e", names[part], d.norm_rel);
+            CHECK(d.norm_rel <= 1e-2);
+        }
+        MESSAGE(line);
+        for (void* p : {(void*)qkv, (void*)dout, (void*)bias}) cudaCheck(cudaFree(p));
+    }
+}
+#endif
+
 // GPT-2 small's shape: 12 layers, 768 channels, 12 heads, T 256, B 2, GPT-2's vocabulary (padded to 50304)
 TEST_CASE("siamese at GPT-2 small's shape matches the CPU reference") {
     check_against_cpu(make_problem("siamese-d12", NORM_SIAMESE, 0, 12, 768, 12, 1024, GPT2_VOCAB, 2, 256),
@@ -479,12 +598,25 @@ TEST_CASE("post at GPT-2 small's shape matches the CPU reference") {
 }
 
 int main(int argc, char** argv) {
+    const char* filter = nullptr;  // the test cases a run without -tc runs (null: all)
+#if HAVE_CUDNN_ATTENTION
+    filter = "cuDNN*";  // tests/test_gpu_cudnn: its own cases, unless the command line picks others
+    for (int i = 1; i < argc; i++) {
+        const char* a = argv[i] + strspn(argv[i], "-");
+        if (!strncmp(a, "dt-", 3)) a += 3;
+        for (const char* name : {"tc", "test-case"}) {  // -tc=..., --test-case=..., -dt-tc=... (not -tce)
+            size_t n = strlen(name);
+            if (!strncmp(a, name, n) && (a[n] == '=' || a[n] == 0)) filter = nullptr;
+        }
+    }
+#endif
     int devices = 0;
     cudaError_t err = cudaGetDeviceCount(&devices);
     if (err != cudaSuccess || devices == 0) {
         // count the test cases without running them, then report them all as skipped
         const char* count_args[] = {argv[0], "-dt-count"};
         doctest::Context counter(2, count_args);
+        if (filter) counter.setOption("test-case", filter);
         std::ostringstream out;
         counter.setCout(&out);
         counter.run();
@@ -497,6 +629,8 @@ int main(int argc, char** argv) {
         return 0;
     }
     gpu_init(0);  // float32 matrix products, no TF32
-    doctest::Context context(argc, argv);
+    doctest::Context context;
+    if (filter) context.setOption("test-case", filter);
+    context.applyCommandLine(argc, argv);
     return context.run();
 }
