@@ -136,6 +136,14 @@ tests/test_gpu_cudnn: tests/test_gpu.cu $(CUDA_SRCS) reference_cpu.cpp attention
 	$(NVCC) $(TEST_GPU_FLAGS) -DENABLE_BF16 -DENABLE_CUDNN -o $@ $< $(NVLIBS) $(CUDNN_LINK) -lgomp
 
 # where a step's GPU time goes, part by part and layout by layout (in train_gpt2cu's precision and attention)
+# the bf16 trainer and profiler with cuDNN's attention compiled in beside the other two (the default attention stays
+# materialized): what tests/gpu_check.sh and tests/bench_gpu.sh run, so that one program times all three attentions
+train_gpt2cu_cudnn: $(CUDA_SRCS) attention_cudnn.o
+	$(NVCC) $(NVFLAGS) -DENABLE_BF16 -DENABLE_CUDNN -o $@ $< $(NVLIBS) $(CUDNN_LINK)
+
+tools/profile_gpu_cudnn: tools/profile_gpu.cu $(CUDA_SRCS) attention_cudnn.o
+	$(NVCC) $(NVFLAGS) -DENABLE_BF16 -DENABLE_CUDNN -o $@ $< $(NVLIBS) $(CUDNN_LINK)
+
 tools/profile_gpu: tools/profile_gpu.cu $(CUDA_SRCS) .precision $(TRAINER_CUDNN_OBJ)
 	$(NVCC) $(NVFLAGS) $(PRECISION_FLAG) $(TRAINER_CUDNN_FLAG) -o $@ $< $(NVLIBS) $(TRAINER_CUDNN_LINK)
 
@@ -174,7 +182,7 @@ gpu-prep: data/kjv/kjv_train.bin
 
 clean:
 	rm -f $(CPU_BINS) train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16 tests/test_gpu_cudnn \
-	    attention_cudnn.o tools/profile_gpu .precision experiments/depth_probe
+	    attention_cudnn.o tools/profile_gpu train_gpt2cu_cudnn tools/profile_gpu_cudnn .precision experiments/depth_probe
 
 # experiments/ (docs/experiments.md): the depth probe includes the reference as a library. Not part of `all`, so
 # `make test` does not depend on it; experiments/smoke_test.sh builds it when missing.

@@ -8,9 +8,10 @@
 # (`make bench-gpu` runs it too.) On a machine where tests/gpu_check.sh has just run, nothing is rebuilt. In order:
 #   1. ./train_gpt2cu (bf16, as built) for GPT-2's four sizes and the three layouts at T = 1024: ms/step, tokens/s,
 #      MFU, GPU memory, and the overhead of SiameseNorm (and Post-Norm) over Pre-Norm at the same size
-#   2. tests/bench_torch.py, the same models in PyTorch (torch.compile, bf16 autocast, flash SDPA, fused AdamW) at
+#   2. the three attentions (materialized, flash, cuDNN: ./train_gpt2cu_cudnn has all three) at each size, Pre-Norm:
+#      which is fastest where (the default attention is to be chosen by this and nothing else)
+#   3. tests/bench_torch.py, the same models in PyTorch (torch.compile, bf16 autocast, flash SDPA, fused AdamW) at
 #      the same shapes and steps: its tokens/s beside ours, and the ratio
-#   3. TF32: the float32 build at d12 with -f 0 and -f 1
 #   4. tools/profile_gpu: where a d12 step's time goes, part by part, with each attention, and without cuBLASLt's
 #      epilogues
 # All measured in this one run: random tokens over GPT-2's vocabulary (speed does not depend on the text); the
@@ -24,7 +25,8 @@
 # /tmp/bench_gpu. A measurement, not a test.
 # Usage: bash tests/bench_gpu.sh [extra trainer flags, e.g. -r 1]   (BIN=./train_gpt2fp32cu for another build)
 # Environment: STEPS (default 15), SIZES (default "d12:16 d24:16 d36:8 d48:8", shape:micro-batch), TORCH=0 to
-# leave the PyTorch peer out.
+# leave the PyTorch peer out. (TF32 in the float32 build was measured once, before bf16: 3.07x at d12,
+# docs/results/gpu/gpu_check_h200.txt; it is not re-measured here.)
 set -u
 cd "$(dirname "$0")/.."
 . tests/gpu_lib.sh
@@ -52,9 +54,13 @@ elif ! probe_gpu; then
     exit 2
 fi
 
-stage 60
-run_step build 90 make -j"$(nproc)" DOCTEST="$PREP/doctest" PRECISION=BF16 ATTENTION=materialized \
-    train_gpt2cu train_gpt2fp32cu tools/profile_gpu
+stage 45
+find_cudnn
+echo "cuDNN: ${CUDNN_WHY:-$CUDNN_MAKE}"
+[ -n "$CUDNN_WHY" ] || start_step build_cudnn 150 make -j"$(nproc)" DOCTEST="$PREP/doctest" $CUDNN_MAKE \
+    train_gpt2cu_cudnn tools/profile_gpu_cudnn
+run_step build 90 make -j"$(nproc)" DOCTEST="$PREP/doctest" PRECISION=BF16 ATTENTION=materialized USE_CUDNN=0 \
+    train_gpt2cu tools/profile_gpu
 [ "$DRY_RUN" = 1 ] || [ -x "$BIN" ] || { tail -n 20 "$RUNS/build.log"; echo "error: $BIN is not built"; exit 1; }
 
 # a shard of random tokens over GPT-2's vocabulary: header (magic 20240520, version 1, count, vocabulary 0 = 50257)
@@ -80,7 +86,7 @@ torch_field() {  # size layout field: from the TORCH lines of tests/bench_torch.
     grep -h "^TORCH size=$1 layout=$2 " "$RUNS/torch.log" 2> /dev/null | tail -n 1 | tr ' ' '\n' |
         sed -n "s/^$3=//p" | head -n 1
 }
-declare -A MS MFU MIB
+declare -A MS MFU MIB ATT
 
 table() {
     {
@@ -107,14 +113,28 @@ table() {
     done
     echo "(vs pre: ms/step over Pre-Norm's at the same size; SiameseNorm's target is within +3%, Post-Norm's +1%."
     echo " torch: tests/bench_torch.py, $(grep -h '^TORCH torch=' "$RUNS/torch.log" 2> /dev/null | cut -c7- | or_dash))"
-    [ -s "$RUNS/tf32.txt" ] && cat "$RUNS/tf32.txt"
+    echo
+    echo "attention, Pre-Norm, ms/step (./train_gpt2cu_cudnn --attention ...; ${CUDNN_WHY:-all three in one program})"
+    printf '%-5s %3s | %12s | %8s | %8s | %s\n' size B materialized flash cudnn fastest
+    for size in $SIZES; do
+        shape=${size%%:*} B=${size##*:}
+        printf '%-5s %3s | %12s | %8s | %8s | %s\n' "$shape" "$B" "${ATT[$shape,materialized]:--}" \
+            "${ATT[$shape,flash]:--}" "${ATT[$shape,cudnn]:--}" "$(fastest "$shape")"
+    done
     } > "$OUT/bench.txt.tmp"
     mv "$OUT/bench.txt.tmp" "$OUT/bench.txt"
 }
 or_dash() { read -r v || true; echo "${v:--}"; }
+fastest() {  # the attention with the least ms at size $1
+    local best=- b=1e30 a
+    for a in materialized flash cudnn; do
+        if awk -v x="${ATT[$1,$a]:--}" -v y="$b" 'BEGIN { exit !(x + 0 > 0 && x + 0 < y) }'; then best=$a b=${ATT[$1,$a]}; fi
+    done
+    echo "$best"
+}
 
 # 1. the trainer, size by size
-stage 100
+stage 90
 for size in $SIZES; do
     shape=${size%%:*} B=${size##*:}
     for layout in pre post siamese; do
@@ -129,31 +149,42 @@ for size in $SIZES; do
 done
 table
 
-# 2. the PyTorch peer, the same sizes and steps, in one process (torch.compile's cache serves every block)
-stage 70
+# 2. the attentions, size by size (Pre-Norm; ./train_gpt2cu_cudnn's default, the materialized one, is the one above)
+stage 45
+[ -n "$CUDNN_WHY" ] || wait_steps build_cudnn
+ATTBIN=./train_gpt2cu_cudnn
+if [ -n "$CUDNN_WHY" ] || { [ "${STEP_RC[build_cudnn]:-}" != 0 ] && [ "$DRY_RUN" != 1 ]; }; then ATTBIN=$BIN; fi
+for size in $SIZES; do
+    shape=${size%%:*} B=${size##*:}
+    ATT[$shape,materialized]=${MS[$shape,pre]:--}
+    for a in flash cudnn; do
+        [ "$a" = cudnn ] && [ "$ATTBIN" = "$BIN" ] && continue
+        run_step "att_${shape}_$a" 25 "$ATTBIN" -e "$shape" --norm pre -b "$B" -t $T -x "$STEPS" -l 1e-4 -v 0 -s 0 \
+            -i "$SHARD" --attention $a "${EXTRA[@]}"
+        read -r ms _ <<< "$(summarize "$RUNS/att_${shape}_$a.log")"
+        ATT[$shape,$a]=$ms
+        echo "$shape pre --attention $a: $ms ms/step"
+    done
+done
+table
+
+# 3. the PyTorch peer, the same sizes and steps, in one process (torch.compile's cache serves every block)
+stage 55
 if [ "${TORCH:-1}" = 1 ]; then
-    left=$((DEADLINE - SECONDS - 50))  # leave the TF32 runs and one profile their time
+    left=$((DEADLINE - SECONDS - 30))  # leave the profiles their time
     run_step torch 100 env PYTHONUNBUFFERED=1 $TORCH_PY tests/bench_torch.py --bench --sizes "$(tr ' ' ',' <<< "$SIZES")" \
         -t $T --steps "$STEPS" --budget $((left > 10 ? left - 40 : 1))
     grep -E '^TORCH|Error|error' "$RUNS/torch.log" 2> /dev/null | head -n 30
     table
 fi
 
-# 3. TF32: the float32 build, d12 B=16 T=256 on random tokens, -f 0 against -f 1
-stage 16
-for f in 0 1; do
-    run_step tf32_$f 15 ./train_gpt2fp32cu -e d12 --norm siamese -b 16 -t 256 -x 20 -l 1e-4 -v 0 -s 0 -i "$SHARD" -f $f
-done
-read -r ms0 _ <<< "$(summarize "$RUNS/tf32_0.log")"
-read -r ms1 _ <<< "$(summarize "$RUNS/tf32_1.log")"
-echo "TF32 (float32 build, siamese d12, B=16, T=256): -f 0 $ms0 ms/step, -f 1 $ms1 ms/step, speed-up" \
-    "$(awk -v a="$ms0" -v b="$ms1" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2fx", a / b; else print "-" }')" | tee "$RUNS/tf32.txt"
-table
-
 # 4. where the time goes: d12 by part with each attention, and Pre-Norm without cuBLASLt's epilogues
-stage 30
-for attention in materialized flash; do
-    run_step profile_$attention 25 ./tools/profile_gpu -e d12 -b 16 -t $T --attention $attention ${PROFILE_FLAGS:-}
+stage 35
+PROFILE=./tools/profile_gpu
+[ "$ATTBIN" = "$BIN" ] || PROFILE=./tools/profile_gpu_cudnn
+for attention in materialized flash cudnn; do
+    [ "$attention" = cudnn ] && [ "$PROFILE" = ./tools/profile_gpu ] && continue
+    run_step profile_$attention 20 $PROFILE -e d12 -b 16 -t $T --attention $attention ${PROFILE_FLAGS:-}
     cat "$RUNS/profile_$attention.log" 2> /dev/null
 done
 run_step profile_no_epilogues 15 ./tools/profile_gpu -e d12 -b 16 -t $T --norm pre --epilogues 0 ${PROFILE_FLAGS:-}

@@ -9,16 +9,19 @@
 # so the GPU machine needs the working tree and that folder and nothing else. In order of importance:
 #   1. inputs and the GPU: .gpu/ complete and unchanged, nvcc, make and g++ there, and a GPU that runs a kernel;
 #      without one: "error: no GPU", exit 2, within 30 seconds, no table
-#   2. the build, once (-j$(nproc)): both trainers, both test programs, the CPU reference, tools/profile_gpu
-#   3. gradients: tests/test_gpu (fp32) and tests/test_gpu_bf16 against the CPU reference (a SKIPPED test fails here)
+#   2. the build, once (-j$(nproc)): both trainers, both test programs, the CPU reference, tools/profile_gpu; beside it
+#      (it takes longer) the cuDNN build: tests/test_gpu_cudnn and train_gpt2cu_cudnn (all three attentions)
+#   3. gradients: tests/test_gpu (fp32) and tests/test_gpu_bf16 against the CPU reference (a SKIPPED test fails
+#      here), then tests/test_gpu_cudnn
 #   4. training: the CPU and both GPU trainers on one tiny run (main.log against main.log); d12 per layout on the KJV
 #      bytes in bf16 and fp32 (the losses must track each other); the PyTorch peer (tests/bench_torch.py) computes
 #      the same validation loss from the same checkpoints
-#   5. memory at T = 1024 (materialized and flash attention, -r 0 and -r 1), d48 (1.5 B parameters)
+#   5. memory and speed at T = 1024 (materialized, flash and cuDNN attention, -r 0 and -r 1), d48 (1.5 B parameters)
 #   6. checkpoint and resume (-y 1) bit for bit
 #   7. compute-sanitizer memcheck, racecheck, synccheck and initcheck on the small test cases, both precisions
 # Each step runs under a timeout that also respects the whole budget (tests/gpu_lib.sh); the nominal timeouts add up
-# to less than 540 s (DRY_RUN=1 prints them and their sum). $OUT/summary.txt is rewritten after every stage, so it
+# to less than 540 s (DRY_RUN=1 prints them and their sum; the cuDNN build runs beside the stages 2 and 3 and adds
+# nothing to it). $OUT/summary.txt is rewritten after every stage, so it
 # stays whole if the call is cut off; the log of everything is $OUT/gpu_check.log. OUT defaults to /tmp/gpu_check.
 # The exit status is 0 only when every step passed.
 set -u
@@ -117,6 +120,9 @@ summary() {
             { v = $(NF - 1); sub(/norm_rel=/, "", v); v += 0; n++; if ($2 ~ /flash/) { if (v > f) f = v } else if (v > r) r = v }
             END { if (n) printf "  tests/%s: flash against materialized %.1e, -r 1 against -r 0 %.1e (worst gradient, norm-wise)\n", t, f, r }'
     done
+    printf '  tests/%-14s %-10s %s\n' test_gpu_cudnn "$(step_word test_gpu_cudnn "${STEP_PASSED[test_gpu_cudnn]:-0}")" \
+        "${CUDNN_WHY:-$(grep -E '^\[doctest\] test cases' "$(log_of test_gpu_cudnn)" 2> /dev/null | sed 's/^\[doctest\] //' | tail -n 1)}"
+    grep -ho "CUDNNCHECK .*" "$(log_of test_gpu_cudnn)" 2> /dev/null | head -n 3 | sed 's/^/  /'
     grep -ho "TCCHECK .*" "$(log_of test_gpu_bf16)" 2> /dev/null | awk '
         { for (i = 3; i <= NF; i += 2) if ($(i + 1) + 0 > w) w = $(i + 1) + 0; n++ }
         END { if (n) printf "  tensor-core flash against the portable kernels, worst of out/lse/dq/dk/dv over %d head sizes: %.1e (bound 1e-2)\n", n, w }'
@@ -140,11 +146,17 @@ summary() {
     echo "   trainer's: bound 1e-4 fp32 (float32 rounding), 1e-2 bf16)"
     echo
     echo "memory and size (bf16, GPT-2's vocabulary, the KJV bytes; median ms of steps 6..20, MiB in use on the GPU, MFU)"
-    for v in materialized flash materialized_r1 flash_r1; do
+    for v in materialized flash cudnn materialized_r1 flash_r1; do
         l=$(log_of t1024_$v)
         printf '  d12 siamese T=1024 B=8 %-16s %-9s %8s ms %8s MiB  MFU %s\n' "$v" "$(step_word t1024_$v)" \
             "$(median_ms "$l" 5)" "$(last_field "$l" 8)" "$(last_field "$l" 7)"
     done
+    awk -v m="$(median_ms "$(log_of t1024_materialized)" 5)" -v f="$(median_ms "$(log_of t1024_flash)" 5)" \
+        -v c="$(median_ms "$(log_of t1024_cudnn)" 5)" 'BEGIN { best = "-"; b = 1e30
+            if (m + 0 > 0 && m < b) { b = m; best = "materialized" }
+            if (f + 0 > 0 && f < b) { b = f; best = "flash" }
+            if (c + 0 > 0 && c < b) { b = c; best = "cudnn" }
+            printf "  fastest attention here (d12, T=1024, one run each; tests/bench_gpu.sh times every size): %s\n", best }'
     l=$(log_of d48)
     echo "  d48 siamese T=1024 B=8 (1.5 B parameters): $(step_word d48); loss $(step_loss "$l" first) ->" \
         "$(step_loss "$l" last) in 20 steps, $(median_ms "$l" 5) ms/step, MFU $(last_field "$l" 7), $(last_field "$l" 8) MiB"
@@ -180,10 +192,16 @@ SANITIZE_CASES="pre: logits*,siamese: logits*,ten AdamW*,flash attention:*,tenso
 summary
 
 # ---------------------------------------------------------------------------------------------------------------
-# 2. the build, once
+# 2. the build, once; the cuDNN build beside it, in the background until the cuDNN stage needs it
 echo; echo "=== build (at $((SECONDS - T0))s)"
-stage 110
-run_step build 110 make -j"$NPROC" DOCTEST="$PREP/doctest" PRECISION=BF16 ATTENTION=materialized \
+find_cudnn
+echo "cuDNN: ${CUDNN_WHY:-$CUDNN_MAKE}"
+if [ -z "$CUDNN_WHY" ]; then
+    start_step build_cudnn 240 make -j"$NPROC" DOCTEST="$PREP/doctest" $CUDNN_MAKE tests/test_gpu_cudnn \
+        train_gpt2cu_cudnn tools/profile_gpu_cudnn
+fi
+stage 100
+run_step build 100 make -j"$NPROC" DOCTEST="$PREP/doctest" PRECISION=BF16 ATTENTION=materialized USE_CUDNN=0 \
     train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16 reference_cpu tools/profile_gpu
 tail -n 5 "$(log_of build)"
 summary
@@ -191,14 +209,30 @@ summary
 # ---------------------------------------------------------------------------------------------------------------
 # 3. gradients, both precisions side by side
 echo; echo "=== gradients (at $((SECONDS - T0))s)"
-stage 100
-for t in test_gpu test_gpu_bf16; do start_step $t 100 env OMP_NUM_THREADS=$((NPROC / 2)) ./tests/$t; done
+stage 90
+for t in test_gpu test_gpu_bf16; do start_step $t 90 env OMP_NUM_THREADS=$((NPROC / 2)) ./tests/$t; done
 wait_steps test_gpu test_gpu_bf16
 for t in test_gpu test_gpu_bf16; do
     grep -E "GRADCHECK|STEPCHECK|VARIANTCHECK|TCCHECK|ERROR|test cases|SKIPPED" "$(log_of $t)" 2> /dev/null | sed 's/^.*MESSAGE: //'
     if test_log_passed "$(log_of $t)" "${STEP_RC[$t]}"; then TEST_OK[$t]=1; else TEST_OK[$t]=0; fi
     STEP_PASSED[$t]=${TEST_OK[$t]}
 done
+summary
+
+# the cuDNN attention against the CPU reference and the other attentions (its build has had the time until now)
+echo; echo "=== cuDNN (at $((SECONDS - T0))s)"
+stage 40
+if [ -z "$CUDNN_WHY" ]; then
+    wait_steps build_cudnn
+    tail -n 5 "$(log_of build_cudnn)"
+    if [ "${STEP_RC[build_cudnn]}" = 0 ] || [ "$DRY_RUN" = 1 ]; then
+        run_step test_gpu_cudnn 40 env OMP_NUM_THREADS=$NPROC ./tests/test_gpu_cudnn
+        grep -E "GRADCHECK|VARIANTCHECK|CUDNNCHECK|CUDNNGRAPHS|ERROR|error:|test cases|SKIPPED" "$(log_of test_gpu_cudnn)" |
+            sed 's/^.*MESSAGE: //'
+        STEP_PASSED[test_gpu_cudnn]=0
+        test_log_passed "$(log_of test_gpu_cudnn)" "${STEP_RC[test_gpu_cudnn]}" 1 && STEP_PASSED[test_gpu_cudnn]=1
+    fi
+fi
 summary
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -208,7 +242,7 @@ KJV_FLAGS=(-i "$KJV/kjv_train.bin" -j "$KJV/kjv_val.bin")
 # the same tiny run on the CPU and on the GPU in both precisions (as tools/emulate_gpu.sh does in the emulator)
 E2E=(--norm siamese --layers 2 --channels 64 --heads 2 -b 4 -t 32 -x 8 -l 1e-3 -u 3 -q 0.1 -v 4 -m 2 -s 8 -g 16
      -c 0.1 -d 256)
-stage 25
+stage 20
 start_step e2e_cpu 25 env OMP_NUM_THREADS=4 ./reference_cpu "${E2E[@]}" "${KJV_FLAGS[@]}" -o "$RUNS/e2e_cpu"
 start_step e2e_fp32 25 ./train_gpt2fp32cu "${E2E[@]}" "${KJV_FLAGS[@]}" -o "$RUNS/e2e_fp32"
 start_step e2e_bf16 25 ./train_gpt2cu "${E2E[@]}" "${KJV_FLAGS[@]}" -o "$RUNS/e2e_bf16"
@@ -224,12 +258,12 @@ for p in fp32 bf16; do
 done
 
 # d12 per layout and precision, the six runs side by side (each about 5 GiB)
-stage 60
+stage 55
 for layout in pre post siamese; do
     for p in bf16 fp32; do
         bin=./train_gpt2cu
         [ $p = fp32 ] && bin=./train_gpt2fp32cu
-        start_step train_${layout}_$p 60 $bin --norm $layout -e d12 -b 16 -t 256 -x $STEPS -l 6e-4 -u 50 -q 0.1 \
+        start_step train_${layout}_$p 55 $bin --norm $layout -e d12 -b 16 -t 256 -x $STEPS -l 6e-4 -u 50 -q 0.1 \
             -v $STEPS -m 10 -s 0 "${KJV_FLAGS[@]}" -o "$RUNS/ck_${layout}_$p"
     done
 done
@@ -240,7 +274,7 @@ done
 summary
 
 # the PyTorch peer: the loss of each final checkpoint on the same 10 validation batches
-stage 40
+stage 35
 cat > "$RUNS/peer.sh" << EOF
 for layout in pre post siamese; do
     for p in bf16 fp32; do
@@ -250,7 +284,7 @@ for layout in pre post siamese; do
     done
 done
 EOF
-run_step peer 40 bash "$RUNS/peer.sh"
+run_step peer 35 bash "$RUNS/peer.sh"
 cat "$(log_of peer)"
 peer_ok=1
 for layout in pre post siamese; do
@@ -264,16 +298,20 @@ summary
 # ---------------------------------------------------------------------------------------------------------------
 # 5. memory at T = 1024 (one variant at a time: the MiB are the whole GPU's), then d48
 echo; echo "=== memory at T = 1024, d48 (at $((SECONDS - T0))s)"
-stage 48
-for v in materialized flash materialized_r1 flash_r1; do
-    r=0
+stage 60
+for v in materialized flash cudnn materialized_r1 flash_r1; do
+    r=0 bin=./train_gpt2cu
     [ "${v#*_}" = r1 ] && r=1
-    run_step t1024_$v 12 ./train_gpt2cu --norm siamese -e d12 --vocab 50257 -b 8 -t 1024 -x 20 -l 6e-4 -u 5 -v 0 \
+    if [ "$v" = cudnn ]; then
+        bin=./train_gpt2cu_cudnn
+        [ -z "$CUDNN_WHY" ] && { [ "${STEP_RC[build_cudnn]:-}" = 0 ] || [ "$DRY_RUN" = 1 ]; } || continue
+    fi
+    run_step t1024_$v 12 $bin --norm siamese -e d12 --vocab 50257 -b 8 -t 1024 -x 20 -l 6e-4 -u 5 -v 0 \
         -s 0 --attention "${v%%_*}" -r $r "${KJV_FLAGS[@]}"
-    grep -E "^\| (attention|memory)|^step +(1|10|20)/|error" "$(log_of t1024_$v)"
+    grep -E "^\| (attention|memory)|^step +(1|10|20)/|error" "$(log_of t1024_$v)" 2> /dev/null
 done
-stage 40
-run_step d48 40 ./train_gpt2cu --norm siamese -e d48 --vocab 50257 -b 8 -t 1024 -x 20 -l 1e-4 -u 5 -v 0 -s 0 \
+stage 35
+run_step d48 35 ./train_gpt2cu --norm siamese -e d48 --vocab 50257 -b 8 -t 1024 -x 20 -l 1e-4 -u 5 -v 0 -s 0 \
     "${KJV_FLAGS[@]}"
 grep -E "^\| (parameters|memory|MFU)|^step +(1|2|5|10|15|20)/|error" "$(log_of d48)"
 summary
@@ -281,7 +319,7 @@ summary
 # ---------------------------------------------------------------------------------------------------------------
 # 6. checkpoint and resume: 20 steps, then -y 1 to 30, against 30 steps in one go: the same bytes
 echo; echo "=== resume (at $((SECONDS - T0))s)"
-stage 20
+stage 15
 TINY=(--norm siamese --layers 2 --channels 64 --heads 2 -b 4 -t 64 -n 10 -v 10 -s 0 "${KJV_FLAGS[@]}")
 cat > "$RUNS/resume.sh" << EOF
 ./train_gpt2cu ${TINY[*]} -x 30 -o "$RUNS/whole" > "$RUNS/whole.txt" 2>&1 &
@@ -291,7 +329,7 @@ wait \$! || exit 1
 tail -n 3 "$RUNS/part2.txt"
 cmp "$RUNS/whole/model_00000030.bin" "$RUNS/parts/model_00000030.bin" && cmp "$RUNS/whole/state_00000030.bin" "$RUNS/parts/state_00000030.bin"
 EOF
-run_step resume 20 bash "$RUNS/resume.sh"
+run_step resume 15 bash "$RUNS/resume.sh"
 cat "$(log_of resume)"
 RESUME_OK=0
 case ${STEP_RC[resume]} in
@@ -305,11 +343,11 @@ summary
 # ---------------------------------------------------------------------------------------------------------------
 # 7. compute-sanitizer, each tool on each test program's small cases, all side by side
 echo; echo "=== compute-sanitizer (at $((SECONDS - T0))s)"
-stage 60
+stage 55
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 for tool in memcheck racecheck synccheck initcheck; do
     for t in test_gpu test_gpu_bf16; do
-        start_step san_${tool}_$t 60 env OMP_NUM_THREADS=2 "$SAN" --tool $tool --error-exitcode 9 --print-limit 20 \
+        start_step san_${tool}_$t 55 env OMP_NUM_THREADS=2 "$SAN" --tool $tool --error-exitcode 9 --print-limit 20 \
             ./tests/$t -tc="$SANITIZE_CASES"
     done
 done

@@ -46,6 +46,31 @@ check_prep() {
     if [ "$changed" -gt 0 ]; then TREE="$TREE, and $changed file(s) changed since gpu-prep"; fi
 }
 
+# cuDNN for the USE_CUDNN build: the frontend's headers from the prepared folder, cuDNN itself from the toolkit or,
+# where the toolkit has none (the lent H200), from PyTorch's pip package nvidia-cudnn-cu13 (site-packages/nvidia/
+# cudnn: include/ and lib/). Sets CUDNN_MAKE (the make variables, or empty) and CUDNN_WHY (why not, or empty).
+find_cudnn() {
+    CUDNN_MAKE="" CUDNN_WHY=""
+    if [ ! -f "$PREP/cudnn-frontend/include/cudnn_frontend.h" ]; then
+        CUDNN_WHY="no cuDNN frontend in $PREP (make gpu-prep fetches it where nvcc is)"
+        return
+    fi
+    local toolkit
+    toolkit=$(dirname "$(command -v nvcc 2> /dev/null || echo /usr/local/cuda/bin/nvcc)")/../include
+    if [ -f "$toolkit/cudnn.h" ] || [ -f /usr/include/cudnn.h ] || [ -f /usr/include/x86_64-linux-gnu/cudnn.h ]; then
+        CUDNN_MAKE="CUDNN_FRONTEND_PATH=$PREP/cudnn-frontend"
+        return
+    fi
+    local dir
+    dir=$($TORCH_PY -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2> /dev/null)
+    if [ -n "$dir" ] && [ -f "$dir/include/cudnn.h" ]; then
+        CUDNN_MAKE="CUDNN_FRONTEND_PATH=$PREP/cudnn-frontend CUDNN_PATH=$dir"
+        export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # cuDNN opens its sub-libraries by name
+        return
+    fi
+    CUDNN_WHY="no cuDNN: no cudnn.h with the toolkit, and $TORCH_PY has no nvidia.cudnn package"
+}
+
 # Is there a GPU that runs a kernel? Within 30 seconds either way. Sets GPU_NAME; without one: "error: no GPU".
 probe_gpu() {
     local probe=${TMPDIR:-/tmp}/gpu_probe_$$

@@ -3,6 +3,7 @@
 # working tree, so that tests/gpu_check.sh and tests/bench_gpu.sh run there with nothing else:
 #   kjv/       the KJV shards and tokenizer (data/prepare.py kjv; the machine has no bible-kjv package)
 #   doctest/   doctest.h (the GPU machine has no doctest)
+#   cudnn-frontend/  the cuDNN frontend's headers for the USE_CUDNN build (.ci/deps fetches them where nvcc is)
 #   SOURCE, SOURCES.sha256   the commit and a checksum of every file of the working tree as it was prepared
 #                            (the GPU machine may have no .git: the scripts say whether the tree still matches)
 #   MANIFEST.sha256          every file above, checked by the scripts before they build
@@ -22,6 +23,11 @@ rm -rf "$tmp"
 mkdir -p "$tmp/kjv" "$tmp/doctest"
 cp data/kjv/kjv_train.bin data/kjv/kjv_val.bin data/kjv/kjv_tokenizer.bin "$tmp/kjv/"
 cp "$DOCTEST/doctest.h" "$tmp/doctest/"
+if [ -f .deps/cudnn-frontend/include/cudnn_frontend.h ]; then
+    cp -r .deps/cudnn-frontend "$tmp/cudnn-frontend"
+else
+    echo "note: no cuDNN frontend in .deps/ (nvcc missing here?): the GPU check will skip the cuDNN attention"
+fi
 # the files that travel with a device call: tracked ones and untracked ones that git does not ignore
 if git rev-parse --git-dir > /dev/null 2>&1; then
     dirty=$( [ -n "$(git status --porcelain --untracked-files=no)" ] && echo ", with uncommitted changes" || true)
