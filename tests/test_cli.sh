@@ -127,7 +127,7 @@ expect_error "-f on the CPU" "CUDA trainer only" $BIN "${DATA[@]}" -f 1
 expect_error "-r on the CPU" "CUDA trainer only" $BIN "${DATA[@]}" -r 1
 expect_error "--attention on the CPU" "CUDA trainer only" $BIN "${DATA[@]}" --attention flash
 if [ -x ./train_gpt2cu ]; then  # parsed before the device starts, so this holds without a GPU too
-    expect_error "--attention with an unknown name (CUDA trainer)" "--attention expects materialized or flash" \
+    expect_error "--attention with an unknown name (CUDA trainer)" "--attention expects materialized, flash or cudnn" \
         ./train_gpt2cu "${DATA[@]}" --attention fast
 fi
 
