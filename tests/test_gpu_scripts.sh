@@ -129,7 +129,7 @@ check "compare_logs: a missing line fails" bash -c "! python3 tools/compare_logs
 
 # --- the PyTorch peer computes our model: its loss of ./reference_cpu's checkpoints equals the trainer's val loss
 run_peer() {  # LAYOUT [FLAGS...]
-    local layout=$1 dir="$W/peer_$1"
+    local layout=$1 dir="$W/peer_$(tr -d ' -' <<< "$*")"
     shift
     OMP_NUM_THREADS=2 ./reference_cpu --norm "$layout" "$@" --layers 2 --channels 32 --heads 2 -b 4 -t 32 -x 12 \
         -l 3e-3 -v 12 -m 3 -s 0 -o "$dir" > "$dir.txt" 2>&1 || return 1
