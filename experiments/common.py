@@ -93,6 +93,7 @@ class Run:
         self.dir = os.path.join(runs_dir, "%s-%s" % (label, key))
         self.argv = [binary] + self.flags + ["-o", self.dir]
         self.status, self.rc, self.error, self.seconds, self.diverge_step = None, None, "", 0.0, None
+        self.cpu_seconds = None  # user + system CPU seconds of the trainer (None: an older record without it)
         self.log = None
 
     @property
@@ -109,6 +110,7 @@ class Run:
             return False
         self.status, self.rc, self.error = r["status"], r["rc"], r.get("error", "")
         self.seconds, self.diverge_step = r.get("seconds", 0.0), r.get("diverge_step")
+        self.cpu_seconds = r.get("cpu_seconds")
         return True
 
     def execute(self, threads):
@@ -118,8 +120,11 @@ class Run:
         t0 = time.time()
         with open(os.path.join(self.dir, "stdout.txt"), "w") as out, \
                 open(os.path.join(self.dir, "stderr.txt"), "w") as err:
-            self.rc = subprocess.call(self.argv, stdout=out, stderr=err, env=env, cwd=REPO)
+            proc = subprocess.Popen(self.argv, stdout=out, stderr=err, env=env, cwd=REPO)
+            _, status, usage = os.wait4(proc.pid, 0)  # this child's own CPU time, whatever else runs beside it
+            proc.returncode = self.rc = os.waitstatus_to_exitcode(status)
         self.seconds = time.time() - t0
+        self.cpu_seconds = usage.ru_utime + usage.ru_stime
         with open(os.path.join(self.dir, "stderr.txt")) as f:
             lines = [l.strip() for l in f if l.strip()]
         self.error = lines[-1] if lines else ""
@@ -133,7 +138,8 @@ class Run:
             self.status = "error"
         with open(self.record, "w") as f:
             json.dump({"argv": self.argv, "rc": self.rc, "status": self.status, "error": self.error,
-                       "seconds": round(self.seconds, 1), "diverge_step": self.diverge_step}, f, indent=1)
+                       "seconds": round(self.seconds, 1), "cpu_seconds": round(self.cpu_seconds, 1),
+                       "diverge_step": self.diverge_step}, f, indent=1)
 
     def load_log(self):
         self.log = read_log(os.path.join(self.dir, "main.log"))
@@ -211,6 +217,28 @@ def max_rise(train, after_step):
             best, at = loss - lo, step
         lo = min(lo, loss)
     return best, at
+
+
+def spike_start(train, baseline):
+    """The first step at which the train loss is at or below `baseline` (the unigram loss): the end of the initial
+    noise. Before it the model is still learning the token frequencies from a random start, and the loss swings (by
+    nats at the first steps of a large model); a rise there is not an instability. None if the loss never gets there
+    (a stuck or diverged run: then no spike is counted)."""
+    for step, loss in train:
+        if math.isfinite(loss) and loss <= baseline:
+            return step
+    return None
+
+
+def spike(train, baseline, threshold):
+    """The spike measure of docs/experiments.md: (rise, step) of the largest rise of the train loss above its
+    running minimum after spike_start, and whether it exceeds `threshold` nats. (0.0, None, False) if the loss never
+    reached the baseline."""
+    start = spike_start(train, baseline)
+    if start is None:
+        return 0.0, None, False
+    rise, at = max_rise(train, start)
+    return rise, at, rise > threshold
 
 
 def smooth(values, window):
