@@ -2,7 +2,8 @@
 # Smoke test of the experiment tooling (docs/experiments.md): each script on a minimal setting (2-layer models,
 # a few steps, in a temporary folder), checking that its CSV, PNG and table appear with sane content, that a
 # diverging run (lr 1e30) is recorded as "diverged" without failing the script, and that a second run of a script
-# reuses its cached runs. Builds experiments/depth_probe with make when missing. Ends with "N passed, N failed".
+# reuses its cached runs; the spike definition on made-up curves; docs/check_boundary_backward.py (and that it fails
+# a planted mistake). Builds experiments/depth_probe with make when missing. Ends with "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
@@ -101,6 +102,52 @@ csv_check "addition curves CSV: accuracy at steps 0, 2, 4" "$TMP/res/add_curves.
     "sorted({int(r['step']) for r in rows}) == [0, 2, 4]"
 png_check "addition PNG" "$TMP/res/add.png"
 grep -q "^| post |" "$TMP/res/add.md" && ok "addition table" || bad "addition table" "$(cat "$TMP/res/add.md")"
+
+# ---- depth_scaling: the protocol (search with an edge extension, series, shared setting, confirmation, probe)
+DS=(--depths 2,3 --seeds 1,2 --search-layers 2 --channels 32 --heads 2 -B 2 -T 16 --steps 6 --lrs 1e-3,3e-3
+    --warmups 0.2,0.5 --drop-depths 3 --boundary-lrs 1e-3 --boundary-warmups 0.2,0.5 --val-every 3 --val-batches 2
+    --probe-B 2 --probe-T 16 --probe-batches 2 --runs-dir "$TMP/runs" --results "$TMP/res/ds")
+$PY experiments/depth_scaling.py "${DS[@]}" > "$TMP/ds.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && ok "depth_scaling runs" || bad "depth_scaling" "exit $rc: $(tail -n 5 "$TMP/ds.out")"
+# at 6 steps the best lr of every layout is the top of the grid: the search must extend it (3e-3 -> 1e-2 -> 3e-2)
+grep -q "is best at the edge lr 0.003: adding lr 0.01" "$TMP/ds.out" && ok "depth_scaling extends an edge-of-grid best" \
+    || bad "depth_scaling extension" "$(grep search "$TMP/ds.out" | head -n 5)"
+# series: 3 layouts x 2 depths x 2 seeds at the own best, the shared setting where it differs, 3 confirmation runs
+# (here the shared setting is no layout's best: 12 more runs; 27 in all)
+csv_check "depth_scaling CSV: one row per run, each with its setting" "$TMP/res/ds.csv" 27 \
+    " {r['layout'] for r in rows} == {'pre', 'post', 'siamese'} and
+     sum('own_best' in r['setting'] for r in rows) == 12 and sum(r['setting'] == 'confirm' for r in rows) == 3 and
+     all(r['status'] == 'ok' and math.isfinite(float(r['final_val_loss'])) and float(r['lr']) > 0 for r in rows) and
+     len({(r['layout'], r['layers'], r['seed'], r['lr'], r['warmup']) for r in rows}) == len(rows)"
+csv_check "depth_scaling drop CSV: 30% of 3 blocks is 0: single drops of 3 blocks, 6 models" "$TMP/res/ds_drop.csv" 24 \
+    "sum(r['probe'] == 'drop1' for r in rows) == 18 and all(math.isfinite(float(r['increase'])) for r in rows)"
+for f in "" _search _drop; do png_check "depth_scaling$f PNG" "$TMP/res/ds$f.png"; done
+grep -q "± " "$TMP/res/ds.md" && grep -q "^| lowest |" "$TMP/res/ds.md" && [ -s "$TMP/res/ds_boundary.md" ] \
+    && [ -s "$TMP/res/ds_cost.md" ] && ok "depth_scaling tables (mean ± sd, verdict, boundary, cost)" \
+    || bad "depth_scaling tables" "$(cat "$TMP/res/ds.md")"
+
+# ---- the spike definition: a rise before the loss first reaches the baseline is initial noise, one after counts
+if $PY -c "
+import sys; sys.path.insert(0, 'experiments'); import common
+noise = [(0, 5.5), (1, 7.0), (2, 4.0), (3, 3.0), (4, 2.9)]
+assert common.spike_start(noise, 3.1) == 3, common.spike_start(noise, 3.1)
+assert common.spike(noise, 3.1, 1.0) == (0.0, None, False), common.spike(noise, 3.1, 1.0)
+late = noise + [(5, 4.2), (6, 2.8)]
+rise, at, spiked = common.spike(late, 3.1, 1.0)
+assert spiked and at == 5 and abs(rise - 1.3) < 1e-9, (rise, at, spiked)
+assert common.spike([(0, 5.5), (1, 9.0)], 3.1, 1.0) == (0.0, None, False)
+" 2> "$TMP/spike.err"; then ok "spikes count only after the loss reached the baseline"
+else bad "spike definition" "$(tail -n 2 "$TMP/spike.err")"; fi
+
+# ---- the derivation's check (docs/siamesenorm.md): the formulas pass, a planted mistake fails
+if $PY -c "import torch" 2> /dev/null; then
+    $PY docs/check_boundary_backward.py > "$TMP/bw.out" 2>&1 && grep -q "PASS" "$TMP/bw.out" \
+        && ok "docs/check_boundary_backward.py: the doc's backward equals autograd" || bad "boundary backward" "$(tail -n 3 "$TMP/bw.out")"
+    $PY docs/check_boundary_backward.py --mutate no-depth-scale > "$TMP/bw2.out" 2>&1
+    [ $? -eq 1 ] && grep -q "FAIL" "$TMP/bw2.out" && ok "docs/check_boundary_backward.py fails a missing 1/c_l" \
+        || bad "boundary backward mutation" "$(tail -n 3 "$TMP/bw2.out")"
+else bad "docs/check_boundary_backward.py" "no torch for $PY (Debian: python3-torch)"; fi
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
