@@ -1,7 +1,7 @@
 /*
 experiments/depth_probe.cpp: how a trained model uses its depth, measured on a validation shard without any training.
 
-    experiments/depth_probe -e CHECKPOINT -j VAL_SHARD [-b B] [-t T] [-m BATCHES] [--drop-frac F]
+    experiments/depth_probe -e CHECKPOINT -j VAL_SHARD [-b B] [-t T] [-m BATCHES] [--drop-frac F] [--greedy 0|1]
 
 Prints one CSV table on stdout (columns probe,index,stream,removed,value); progress goes to stderr.
 
@@ -20,7 +20,8 @@ Prints one CSV table on stdout (columns probe,index,stream,removed,value); progr
                                        mean over tokens of |LN_x(x_s)| / (|LN_x(x_s)| + |LN_y(y_s)|) (L2 norms per
                                        token); s = 2L: the head's |LN_xf(x)| / (|LN_xf(x)| + |LN_yf(y)|)
 
-k runs to floor(drop_frac * L) (default 0.3). The forward pass with skipped blocks below is the reference's own
+k runs to floor(drop_frac * L) (default 0.3). The greedy search costs about k*L forward passes over the batches
+(a few CPU-minutes at L = 32); --greedy 0 leaves it out (the ranked removal costs k). The forward pass with skipped blocks below is the reference's own
 gpt2_forward loop (reference_cpu.cpp), with one `if` added; with nothing skipped it must reproduce gpt2_forward's
 loss bit for bit, which the tool checks before it reports anything.
 */
@@ -95,6 +96,7 @@ static std::string block_list(const std::vector<int>& blocks) {
 static void usage(const char* prog) {
     fprintf(stderr,
             "usage: %s -e CHECKPOINT -j VAL_SHARD [-b B (8)] [-t T (64)] [-m BATCHES (8)] [--drop-frac F (0.3)]\n"
+            "       [--greedy 0|1 (1)]\n"
             "  prints CSV probe,index,stream,removed,value: base, drop1, greedy, rank, lens, balance (see the "
             "source)\n",
             prog);
@@ -104,6 +106,7 @@ int main(int argc, char** argv) {
     const char *ckpt = nullptr, *val_path = nullptr;
     int B = 8, T = 64, M = 8;
     double drop_frac = 0.3;
+    int greedy = 1;
     for (int i = 1; i < argc; i++) {
         const char* f = argv[i];
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
@@ -118,11 +121,13 @@ int main(int argc, char** argv) {
         else if (!strcmp(f, "-t")) T = (int)parse_int(f, v);
         else if (!strcmp(f, "-m")) M = (int)parse_int(f, v);
         else if (!strcmp(f, "--drop-frac")) drop_frac = parse_double(f, v);
+        else if (!strcmp(f, "--greedy")) greedy = (int)parse_int(f, v);
         else fail("unknown flag %s (see %s -h)", f, argv[0]);
     }
     if (!ckpt || !val_path) fail("-e CHECKPOINT and -j VAL_SHARD are required (see %s -h)", argv[0]);
     if (B < 1 || T < 1 || M < 1) fail("-b, -t and -m must be positive");
     if (drop_frac < 0 || drop_frac >= 1) fail("--drop-frac must be in [0, 1)");
+    if (greedy != 0 && greedy != 1) fail("--greedy must be 0 or 1");
 
     GPT2 model;
     gpt2_build_from_checkpoint(&model, ckpt);
@@ -248,7 +253,7 @@ int main(int argc, char** argv) {
     // ---- greedy removal: at each k, remove the block whose removal (on top of the earlier ones) hurts least
     std::vector<char> skip(L, 0);
     std::vector<int> removed;
-    for (int k = 1; k <= K; k++) {
+    for (int k = 1; greedy && k <= K; k++) {
         int best = -1;
         double best_loss = 0;
         for (int l = 0; l < L; l++) {

@@ -9,18 +9,20 @@ The protocol, the same for every layout:
      by one lr (x3 or /3) for that layout, with every warmup, until the best is inside (at most --max-extend times).
   2. depth series: 4, 8, 16, 32 layers at fixed width, each layout at its own best setting (lr and warmup fraction
      from step 1, unchanged with depth), with several seeds; and every layout at one shared setting (the one with
-     the lowest mean rank over the layouts in the search).
-  3. confirmation at the deepest depth: each layout's best lr divided by 3, one seed, to see whether the best lr
-     moves with depth (the series keeps the 8-layer lr; this says how much that choice matters).
+     the lowest mean rank over the layouts in the search), with the same seeds, at --shared-depths (CPU default:
+     the search depth alone, for the budget).
+  3. (--confirm) confirmation at the deepest depth: each layout's best lr one step lower on the ladder, one seed,
+     to see whether the best lr moves with depth (the series keeps the search depth's lr).
   4. layer dropping at 16 and 32 layers, on every seed's model at the layout's best setting (experiments/depth_probe,
-     no fine-tuning): the val loss with single blocks removed and with up to 30% of the blocks removed.
+     no fine-tuning): the val loss with single blocks removed and with up to 30% of the blocks removed, by the
+     single-removal ranking (and greedily up to --greedy-max-layers, where it is affordable).
   5. Post-Norm's warmup boundary at the search depth: final val loss against warmup length, at lr 1e-3 and 3e-3.
 
 Writes RESULTS_search.{csv,md,png}, RESULTS.csv (one row per run of the series: layout, layers, seed, lr, warmup,
 final val loss, ...), RESULTS.md, RESULTS.png (final val loss against depth, mean and standard deviation over
 seeds as error bars), RESULTS_drop.{csv,md,png}, RESULTS_boundary.md, RESULTS_confirm.md.
 
-    /usr/bin/python3 experiments/depth_scaling.py                  # CPU default, ~2.5 CPU-hours, 2 runs at a time
+    /usr/bin/python3 experiments/depth_scaling.py                  # CPU default, ~1.5 CPU-hours, 2 runs at a time
     /usr/bin/python3 experiments/depth_scaling.py --phase search   # step 1 alone (and 5)
     /usr/bin/python3 experiments/depth_scaling.py --gpu --dry-run  # the GPU preset's commands (not run on a GPU)
 
@@ -45,7 +47,7 @@ CPU = dict(train="data/kjv/kjv_train.bin", val="data/kjv/kjv_val.bin", gpu_shape
            B=16, T=64, total=0, steps=200, val_every=100, val_batches=16, search_layers=8, depths="4,8,16,32",
            seeds="1337,2,3", lrs="1e-3,3e-3,1e-2", warmups="0.1,0.25,0.5", drop_depths="16,32",
            boundary_lrs="1e-3,3e-3", boundary_warmups="0.1,0.165,0.25,0.335,0.5", probe_B=8, probe_T=64,
-           probe_batches=4, ladder="1e-4,3e-4,1e-3,3e-3,1e-2,3e-2,1e-1")
+           probe_batches=4, ladder="1e-4,3e-4,1e-3,3e-3,1e-2,3e-2,1e-1", shared_depths="8", greedy_max_layers=16)
 # GPU (not run): GPT-2 small width on fineweb, 0.5M tokens a step, 2000 steps (1B tokens). The lr grid spans
 # 2e-4..5.4e-3 in steps of 3 around llm.c's 6e-4 for d12, so that the optimum can be inside it; the 250-step KJV
 # sweep on an H200 (docs/results/gpu/) was best at its lowest lr, 6e-4, with a 10% warmup.
@@ -53,7 +55,8 @@ GPU = dict(train="data/fineweb/fineweb_train.bin", val="data/fineweb/fineweb_val
            heads=12, B=32, T=1024, total=524288, steps=2000, val_every=250, val_batches=20, search_layers=12,
            depths="6,12,24,48", seeds="1,2,3", lrs="2e-4,6e-4,1.8e-3,5.4e-3", warmups="0.1,0.25,0.5",
            drop_depths="24,48", boundary_lrs="6e-4,1.8e-3", boundary_warmups="0.1,0.25,0.5", probe_B=2, probe_T=1024,
-           probe_batches=4, ladder="6.7e-5,2e-4,6e-4,1.8e-3,5.4e-3,1.6e-2")
+           probe_batches=4, ladder="6.7e-5,2e-4,6e-4,1.8e-3,5.4e-3,1.6e-2", shared_depths="6,12,24,48",
+           greedy_max_layers=0)
 
 
 def warmup_steps(args, frac):
@@ -88,6 +91,20 @@ def key(x):  # nan (diverged) sorts last
     return x if math.isfinite(x) else math.inf
 
 
+def run(args, runs, what):
+    """common.run_all, or with --no-run only the runs that are complete (the others are left out and listed)."""
+    if args.no_run and not common.DRY_RUN:
+        missing = [r for r in runs if not r.cached()]
+        for r in missing:
+            print("%s: not run yet (--no-run): %s" % (what, r.label))
+        runs = [r for r in runs if r not in missing]
+        print("%s: %d complete runs used, %d missing" % (what, len(runs), len(missing)), flush=True)
+        for r in runs:
+            r.load_log()
+        return runs
+    return common.run_all(runs, args.jobs, args.threads, args.fresh, what)
+
+
 def search(args):
     """Step 1 (and the boundary runs of step 5): returns (runs, best) with best[layout] = (lr, warmup steps)."""
     lrs = {lay: list(args.lrs) for lay in LAYOUTS}
@@ -98,12 +115,13 @@ def search(args):
         runs = [make_run(args, lay, L, lr, warmup_steps(args, f), seed)
                 for lay in LAYOUTS for lr in lrs[lay] for f in args.warmups]
         runs = dedupe(runs + boundary)
-        common.run_all(runs, args.jobs, args.threads, args.fresh,
-                       "search at %d layers" % L + (" (extension %d)" % extension if extension else ""))
+        runs = run(args, runs, "search at %d layers" % L + (" (extension %d)" % extension if extension else ""))
         best, grown = {}, False
         for lay in LAYOUTS:
             mine = [r for r in runs if r.meta["variant"] == lay and r.meta["lr"] in lrs[lay]
                     and r.meta["warmup"] in [warmup_steps(args, f) for f in args.warmups]]
+            if not mine:
+                sys.exit("error: the search has no complete run of %s yet (run without --no-run first)" % lay)
             b = min(mine, key=lambda r: key(final_val(r, args.steps)))
             best[lay] = (b.meta["lr"], b.meta["warmup"])
             for edge, step in ((min(lrs[lay]), -1), (max(lrs[lay]), +1)):
@@ -137,11 +155,11 @@ def shared_setting(args, runs):
     val = {(r.meta["variant"], r.meta["lr"], r.meta["warmup"]): final_val(r, args.steps) for r in runs}
     rank = {}
     for lay in LAYOUTS:
-        order = sorted(points, key=lambda p: key(val[(lay,) + p]))
+        order = sorted(points, key=lambda p: key(val.get((lay,) + p, math.nan)))
         for i, p in enumerate(order):
             rank[(lay,) + p] = i + 1
     score = {p: (statistics.mean(rank[(lay,) + p] for lay in LAYOUTS),
-                 statistics.mean(key(val[(lay,) + p]) for lay in LAYOUTS)) for p in points}
+                 statistics.mean(key(val.get((lay,) + p, math.nan)) for lay in LAYOUTS)) for p in points}
     return min(points, key=lambda p: score[p]), rank, score
 
 
@@ -161,11 +179,13 @@ def resolved(a, b):
     return abs(ma - mb) > 2 * se, se
 
 
-def fmt_ms(values, digits=4):
+def fmt_ms(values, digits=4, expect=None):
+    """mean ± sd; the number of values when it is not the expected one (a run missing, diverged or not run)."""
     m, s, n = mean_sd(values)
     if n == 0:
         return "-"
-    return ("%.*f ± %.*f" % (digits, m, digits, s)) if n > 1 else ("%.*f (n=1)" % (digits, m))
+    text = ("%.*f ± %.*f" % (digits, m, digits, s)) if n > 1 else ("%.*f" % (digits, m))
+    return text + (" (n=%d)" % n if n != (expect or n) or n == 1 else "")
 
 
 def setting_name(args, lr, warmup):
@@ -180,7 +200,8 @@ def probe(args, r):
     ckpt = r.final_checkpoint(args.steps)
     cost = ckpt + ".probe_cpu.txt"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    rows = depth_use.run_probe(ckpt, args.val, args)
+    rows = depth_use.run_probe(ckpt, args.val, args,
+                               [] if r.meta["layers"] <= args.greedy_max_layers else ["--greedy", "0"])
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     spent = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if spent > 0.5 or not os.path.exists(cost):
@@ -208,7 +229,15 @@ def parse_args(argv=None):
     p.add_argument("--boundary-warmups", help="Post-Norm warmup boundary: warmup fractions (CPU default %s)"
                    % CPU["boundary_warmups"])
     p.add_argument("--no-shared", action="store_true", help="skip the series at the shared setting")
-    p.add_argument("--no-confirm", action="store_true", help="skip the lr/3 confirmation at the deepest depth")
+    p.add_argument("--no-run", action="store_true",
+                   help="run nothing: report the runs that are already complete (the rest are listed as missing)")
+    p.add_argument("--shared-depths", help="depths of the series at the shared setting (CPU default %s)"
+                   % CPU["shared_depths"])
+    p.add_argument("--confirm", action="store_true",
+                   help="step 3: each layout's best lr one ladder step lower at the deepest depth, one seed")
+    p.add_argument("--greedy-max-layers", type=int,
+                   help="greedy layer removal only up to this depth (CPU default %d; above it, by ranking alone)"
+                   % CPU["greedy_max_layers"])
     p.add_argument("--probe-B", type=int)
     p.add_argument("--probe-T", type=int)
     p.add_argument("--probe-batches", type=int)
@@ -220,10 +249,10 @@ def parse_args(argv=None):
     preset = GPU if args.gpu else CPU
     for k in ("train", "val", "channels", "heads", "B", "T", "total", "steps", "val_every", "val_batches",
               "search_layers", "depths", "seeds", "lrs", "ladder", "warmups", "drop_depths", "boundary_lrs",
-              "boundary_warmups", "probe_B", "probe_T", "probe_batches"):
+              "boundary_warmups", "probe_B", "probe_T", "probe_batches", "shared_depths", "greedy_max_layers"):
         if getattr(args, k) is None:
             setattr(args, k, preset[k])
-    for k in ("depths", "seeds", "drop_depths"):
+    for k in ("depths", "seeds", "drop_depths", "shared_depths"):
         if isinstance(getattr(args, k), str):
             setattr(args, k, [int(v) for v in common.parse_floats(getattr(args, k))])
     for k in ("lrs", "ladder", "warmups", "boundary_lrs", "boundary_warmups"):
@@ -249,6 +278,7 @@ def row_of(args, r, setting, unigram):
                 warmup_frac="%.3f" % (r.meta["warmup"] / args.steps), steps=args.steps, status=r.status,
                 diverge_step="" if r.diverge_step is None else r.diverge_step, final_val_loss="%.4f" % fv,
                 best_val_loss="%.4f" % min((l for _, l in r.log["val"]), default=float("nan")),
+                val_loss_mid="%.4f" % dict(r.log["val"]).get(args.steps // 2, float("nan")),
                 final_train_loss_last10="%.4f" % (sum(last) / len(last)) if last else "nan",
                 stuck=int(r.status == "ok" and fv > unigram - 0.05), spike_start="" if start is None else start,
                 max_rise_after_start="%.3f" % rise, max_rise_step="" if at is None else at, spike=int(spiked),
@@ -257,7 +287,7 @@ def row_of(args, r, setting, unigram):
 
 
 COLUMNS = ["layout", "setting", "layers", "seed", "lr", "warmup", "warmup_frac", "steps", "status", "diverge_step",
-           "final_val_loss", "best_val_loss", "final_train_loss_last10", "stuck", "spike_start",
+           "final_val_loss", "best_val_loss", "val_loss_mid", "final_train_loss_last10", "stuck", "spike_start",
            "max_rise_after_start", "max_rise_step", "spike", "seconds", "cpu_seconds", "run_dir"]
 
 
@@ -296,7 +326,7 @@ def search_report(args, runs, best, lrs, unigram, shared, rank):
         % (args.steps, args.search_layers, args.channels, args.seeds[0], unigram),
         ["layout", "warmup"] + ["lr %s" % common.fmt_lr(lr) for lr in all_lrs], table)
     table = [[lay, setting_name(args, *best[lay]), "%.4f" % val[(lay,) + best[lay]],
-              "%.4f" % val[(lay,) + shared], rank[(lay,) + shared]] for lay in LAYOUTS]
+              "%.4f" % val.get((lay,) + shared, math.nan), rank[(lay,) + shared]] for lay in LAYOUTS]
     common.emit_table(
         args.results + "_settings.md",
         "Settings chosen by the search (%d layers, seed %d): each layout's best, and the shared setting %s (the "
@@ -313,7 +343,10 @@ def boundary_report(args, runs, unigram):
         u = warmup_steps(args, f)
         cells = []
         for lr in args.boundary_lrs:
-            r = by[("post", lr, u)]
+            r = by.get(("post", lr, u))
+            if r is None:
+                cells.append("not run")
+                continue
             v = final_val(r, args.steps)
             cells.append(("%.4f" % v + (" *" if v > unigram - 0.05 else "")) if math.isfinite(v) else r.describe())
         table.append(["%d (%d%%)" % (u, round(100.0 * u / args.steps))] + cells)
@@ -326,15 +359,16 @@ def boundary_report(args, runs, unigram):
 
 def series_runs(args, best, shared):
     """Step 2: every layout at its own best setting at every depth and seed, then (where it differs) at the shared
-    setting. The deepest runs first, so that two at a time pack well."""
+    setting."""
     own, extra = [], []
     for lay in LAYOUTS:
         for L in args.depths:
             for seed in args.seeds:
                 own.append(make_run(args, lay, L, *best[lay], seed))
-                if not args.no_shared and shared != best[lay]:
+                if not args.no_shared and shared != best[lay] and L in args.shared_depths:
                     extra.append(make_run(args, lay, L, *shared, seed))
-    order = lambda r: (-r.meta["layers"], r.meta["seed"])  # noqa: E731
+    # shallow depths first, so that a campaign stopped early has every seed of the depths it reached
+    order = lambda r: (r.meta["layers"], args.seeds.index(r.meta["seed"]))  # noqa: E731
     return sorted(own, key=order), sorted(extra, key=order)
 
 
@@ -357,7 +391,7 @@ def series_report(args, own, extra, best, shared, unigram):
         for lay in LAYOUTS:
             s = best[lay] if setting == "own_best" else shared
             table.append([lay, ("own best: " if setting == "own_best" else "shared: ") + setting_name(args, *s)]
-                         + [fmt_ms(vals(lay, setting, L)) for L in args.depths])
+                         + [fmt_ms(vals(lay, setting, L), expect=len(args.seeds)) for L in args.depths])
         verdict = []
         for L in args.depths:
             means = sorted((mean_sd(vals(lay, setting, L))[0], lay) for lay in LAYOUTS)
@@ -400,7 +434,8 @@ def series_report(args, own, extra, best, shared, unigram):
 def confirm_report(args, runs, series_rows, best, unigram):
     L, seed = max(args.depths), args.seeds[0]
     table = []
-    for lay, r in zip(LAYOUTS, runs):
+    for r in runs:
+        lay = r.meta["variant"]
         own = [x for x in series_rows if x["layout"] == lay and "own_best" in x["setting"] and x["layers"] == L
                and x["seed"] == seed]
         table.append([lay, setting_name(args, *best[lay]), own[0]["final_val_loss"] if own else "-",
@@ -450,10 +485,11 @@ def drop_report(args, own):
                 stats["mean"].append(statistics.mean(d))
                 stats["least"].append(min(d))
                 stats["helps"].append(float(sum(x < 0 for x in d)))
-                if g:
-                    k = g[-1]["index"]
-                    stats["greedy"].append(g[-1]["value"] - base)
+                if rk:
+                    k = rk[-1]["index"]
                     stats["rank"].append(rk[-1]["value"] - base)
+                if g:
+                    stats["greedy"].append(g[-1]["value"] - base)
             table.append([lay, L, len(mine), fmt_ms(stats["mean"]), fmt_ms(stats["least"]),
                           fmt_ms(stats["helps"], 1), "%d" % k, fmt_ms(stats["greedy"]), fmt_ms(stats["rank"])])
     common.emit_table(
@@ -510,16 +546,16 @@ def main():
         cost_report(args, phases)
         return report_errors(s_runs)
     own, extra = series_runs(args, best, shared)
-    common.run_all(own, args.jobs, args.threads, args.fresh, "depth series, own best settings")
-    common.run_all(extra, args.jobs, args.threads, args.fresh, "depth series, shared setting")
+    own = run(args, own, "depth series, own best settings")
+    extra = run(args, extra, "depth series, shared setting")
     confirm = []
-    if not args.no_confirm:
+    if args.confirm:
         L = max(args.depths)
         for lay in LAYOUTS:
             lr, u = best[lay]
             i = args.ladder.index(lr) - 1 if lr in args.ladder else -1
             confirm.append(make_run(args, lay, L, args.ladder[i] if i >= 0 else lr / 3, u, args.seeds[0]))
-        common.run_all(confirm, args.jobs, args.threads, args.fresh, "confirmation at %d layers" % L)
+        confirm = run(args, confirm, "confirmation at %d layers" % L)
     rows = series_report(args, own, extra, best, shared, unigram)
     if confirm:
         rows += confirm_report(args, confirm, rows, best, unigram)
@@ -528,8 +564,9 @@ def main():
     plot_search(args, s_runs, lrs, unigram)
     plot_series(args, rows)
     plot_drop(args, drops)
-    own_new = [r for r in own if r.dir not in {x.dir for x in s_runs}]
-    phases += [("depth series, own best", own_new, 0.0), ("depth series, shared setting", extra, 0.0),
+    searched = {x.dir for x in s_runs}  # runs the series shares with the search are counted there
+    phases += [("depth series, own best", [r for r in own if r.dir not in searched], 0.0),
+               ("depth series, shared setting", [r for r in extra if r.dir not in searched], 0.0),
                ("confirmation (lr one step lower)", confirm, 0.0),
                ("layer-dropping probe (%d models)" % len(drops), [], probe_cpu)]
     cost_report(args, phases)

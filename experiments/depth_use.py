@@ -105,10 +105,11 @@ def gain_shares(path):
     return out
 
 
-def run_probe(ckpt, val, args):
-    """The probe's CSV rows for one checkpoint, cached beside it (keyed by the probe's command line)."""
+def run_probe(ckpt, val, args, extra=()):
+    """The probe's CSV rows for one checkpoint, cached beside it (keyed by the probe's command line); `extra`: more
+    probe flags (e.g. --greedy 0)."""
     cmd = [PROBE, "-e", ckpt, "-j", val, "-b", str(args.probe_B), "-t", str(args.probe_T),
-           "-m", str(args.probe_batches)]
+           "-m", str(args.probe_batches)] + list(extra)
     cache = ckpt + ".probe.csv"
     key = " ".join(cmd)
     if not args.fresh and os.path.exists(cache) and os.path.getmtime(cache) >= os.path.getmtime(ckpt):

@@ -106,16 +106,17 @@ grep -q "^| post |" "$TMP/res/add.md" && ok "addition table" || bad "addition ta
 # ---- depth_scaling: the protocol (search with an edge extension, series, shared setting, confirmation, probe)
 DS=(--depths 2,3 --seeds 1,2 --search-layers 2 --channels 32 --heads 2 -B 2 -T 16 --steps 6 --lrs 1e-3,3e-3
     --warmups 0.2,0.5 --drop-depths 3 --boundary-lrs 1e-3 --boundary-warmups 0.2,0.5 --val-every 3 --val-batches 2
-    --probe-B 2 --probe-T 16 --probe-batches 2 --runs-dir "$TMP/runs" --results "$TMP/res/ds")
+    --probe-B 2 --probe-T 16 --probe-batches 2 --shared-depths 2 --confirm --runs-dir "$TMP/runs" --results "$TMP/res/ds")
 $PY experiments/depth_scaling.py "${DS[@]}" > "$TMP/ds.out" 2>&1
 rc=$?
 [ $rc -eq 0 ] && ok "depth_scaling runs" || bad "depth_scaling" "exit $rc: $(tail -n 5 "$TMP/ds.out")"
 # at 6 steps the best lr of every layout is the top of the grid: the search must extend it (3e-3 -> 1e-2 -> 3e-2)
 grep -q "is best at the edge lr 0.003: adding lr 0.01" "$TMP/ds.out" && ok "depth_scaling extends an edge-of-grid best" \
     || bad "depth_scaling extension" "$(grep search "$TMP/ds.out" | head -n 5)"
-# series: 3 layouts x 2 depths x 2 seeds at the own best, the shared setting where it differs, 3 confirmation runs
-# (here the shared setting is no layout's best: 12 more runs; 27 in all)
-csv_check "depth_scaling CSV: one row per run, each with its setting" "$TMP/res/ds.csv" 27 \
+# series: 3 layouts x 2 depths x 2 seeds at the own best, the shared setting where it differs (at --shared-depths),
+# 3 confirmation runs
+# (here the shared setting is no layout's best: 3 x 2 seeds more at 2 layers; 21 in all)
+csv_check "depth_scaling CSV: one row per run, each with its setting" "$TMP/res/ds.csv" 21 \
     " {r['layout'] for r in rows} == {'pre', 'post', 'siamese'} and
      sum('own_best' in r['setting'] for r in rows) == 12 and sum(r['setting'] == 'confirm' for r in rows) == 3 and
      all(r['status'] == 'ok' and math.isfinite(float(r['final_val_loss'])) and float(r['lr']) > 0 for r in rows) and
