@@ -258,6 +258,7 @@ def parse_args(argv=None):
     for k in ("lrs", "ladder", "warmups", "boundary_lrs", "boundary_warmups"):
         if isinstance(getattr(args, k), str):
             setattr(args, k, common.parse_floats(getattr(args, k)))
+    args.depths = sorted(set(args.depths))  # tables and plots go by depth; run_order() says what runs first
     if not args.seeds or not args.depths or not args.lrs or not args.warmups:
         p.error("--seeds, --depths, --lrs and --warmups need at least one value")
     if any(not 0 <= f <= 1 for f in args.warmups + args.boundary_warmups):
@@ -367,9 +368,16 @@ def series_runs(args, best, shared):
                 own.append(make_run(args, lay, L, *best[lay], seed))
                 if not args.no_shared and shared != best[lay] and L in args.shared_depths:
                     extra.append(make_run(args, lay, L, *shared, seed))
-    # shallow depths first, so that a campaign stopped early has every seed of the depths it reached
-    order = lambda r: (r.meta["layers"], args.seeds.index(r.meta["seed"]))  # noqa: E731
+    order = lambda r: (run_order(args).index(r.meta["layers"]), args.seeds.index(r.meta["seed"]))  # noqa: E731
     return sorted(own, key=order), sorted(extra, key=order)
+
+
+def run_order(args):
+    """The order the series runs its depths in: the search depth first (the comparison at own best and shared
+    setting), then the layer-dropping depths, then the rest; within a depth seed by seed, so that a campaign stopped
+    early has the same seeds for every layout at the depths it reached (see --no-run)."""
+    first = [L for L in [args.search_layers] + sorted(args.drop_depths) if L in args.depths]
+    return list(dict.fromkeys(first + sorted(args.depths)))
 
 
 def series_report(args, own, extra, best, shared, unigram):
@@ -546,8 +554,15 @@ def main():
         cost_report(args, phases)
         return report_errors(s_runs)
     own, extra = series_runs(args, best, shared)
-    own = run(args, own, "depth series, own best settings")
-    extra = run(args, extra, "depth series, shared setting")
+    done, done_extra = [], []
+    for L in run_order(args):  # depth by depth, each probed as soon as it is complete
+        done += run(args, [r for r in own if r.meta["layers"] == L], "depth series at L=%d, own best settings" % L)
+        done_extra += run(args, [r for r in extra if r.meta["layers"] == L], "depth series at L=%d, shared setting" % L)
+        if L in args.drop_depths:
+            for r in done:
+                if r.meta["layers"] == L and r.status == "ok":
+                    probe(args, r)
+    own, extra = done, done_extra
     confirm = []
     if args.confirm:
         L = max(args.depths)
