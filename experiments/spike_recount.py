@@ -63,6 +63,8 @@ def main():
         counted += int(spiked)
         table.append([r["variant"], r["lr"], old, "-" if start is None else start,
                       "%.3f @%s" % (rise, at) if at is not None else "%.3f" % rise, "spike" if spiked else "none"])
+    print("Loss spikes of %s under the current definition (printed by experiments/spike_recount.py %s)\n"
+          % (args.sweep_csv, args.sweep_csv))
     print(common.markdown_table(["variant", "lr", "old: largest rise from step 0 @ step", "loss reached %.4f at step"
                                  % unigram, "largest rise after that", "verdict (> %.1f nats)" % args.spike], table))
     print("\n%d runs: %d spikes under the current definition, %d old spikes that cannot be recounted (no curve)"
