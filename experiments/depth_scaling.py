@@ -170,13 +170,25 @@ def mean_sd(values):
     return statistics.mean(v), (statistics.stdev(v) if len(v) > 1 else float("nan")), len(v)
 
 
+# Student's t, two-sided 95% (the 0.975 quantile) for 1..30 degrees of freedom; 1.96 beyond
+T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+
+
 def resolved(a, b):
-    """Whether two seed samples differ by more than two standard errors of the difference of their means."""
+    """Welch's t-test at 95%, two-sided: whether the means of two seed samples differ by more than t * SE, with SE
+    = sqrt(sd_a^2/n_a + sd_b^2/n_b) and t the 0.975 quantile at the Welch-Satterthwaite degrees of freedom (rounded
+    down: conservative). Returns (resolved, t * SE)."""
     (ma, sa, na), (mb, sb, nb) = mean_sd(a), mean_sd(b)
     if na < 2 or nb < 2:
         return False, float("nan")
-    se = math.sqrt(sa * sa / na + sb * sb / nb)
-    return abs(ma - mb) > 2 * se, se
+    va, vb = sa * sa / na, sb * sb / nb
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return ma != mb, 0.0
+    df = (va + vb) ** 2 / (va * va / (na - 1) + vb * vb / (nb - 1))
+    t = T975[int(df) - 1] if int(df) <= len(T975) else 1.96
+    return abs(ma - mb) > t * se, t * se
 
 
 def fmt_ms(values, digits=4, expect=None):
@@ -409,13 +421,13 @@ def series_report(args, own, extra, best, shared, unigram):
                 continue
             (m1, a), (m2, b) = means[0], means[1]
             ok, se = resolved(vals(a, setting, L), vals(b, setting, L))
-            verdict.append("%s by %.4f (2 SE %.4f): %s" % (a, m2 - m1, 2 * se, "resolved over " + b if ok
-                                                              else "not resolved from " + b))
+            verdict.append("%s by %.4f (95%% margin %.4f): %s" % (a, m2 - m1, se, "resolved over " + b if ok
+                                                                     else "not resolved from " + b))
         table.append(["lowest", "(%s)" % setting.replace("_", " ")] + verdict)
     common.emit_table(
         args.results + ".md",
         "Depth series: final val loss after %d steps (C=%d, %d tokens a step), mean ± standard deviation over seeds "
-        "%s; 'resolved' = the two lowest means differ by more than two standard errors of their difference"
+        "%s; 'resolved' = the two lowest means differ by more than the 95%% margin of Welch's t-test"
         % (args.steps, args.channels, args.B * args.T if not args.total else args.total,
            ",".join(str(s) for s in args.seeds)),
         ["layout", "setting"] + ["L=%d" % L for L in args.depths], table)
@@ -429,6 +441,9 @@ def series_report(args, own, extra, best, shared, unigram):
             stuck = sum(int(r["stuck"]) for r in mine)
             div = sum(r["status"] == "diverged" for r in mine)
             top = max((float(r["max_rise_after_start"]) for r in mine), default=0.0)
+            if not mine:
+                cells.append("-")
+                continue
             cells.append("%d/%d spikes (max rise %.2f), %d stuck, %d diverged" % (n, len(mine), top, stuck, div))
         table.append([lay] + cells)
     common.emit_table(
