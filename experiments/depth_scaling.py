@@ -386,9 +386,9 @@ def series_runs(args, best, shared):
 
 def run_order(args):
     """The order the series runs its depths in: the search depth first (the comparison at own best and shared
-    setting), then the layer-dropping depths, then the rest; within a depth seed by seed, so that a campaign stopped
-    early has the same seeds for every layout at the depths it reached (see --no-run)."""
-    first = [L for L in [args.search_layers] + sorted(args.drop_depths) if L in args.depths]
+    setting), then the others from the shallowest (cheapest) up; within a depth seed by seed. A campaign stopped
+    early (see --no-run) then has every seed of every layout at the depths it reached."""
+    first = [L for L in [args.search_layers] if L in args.depths]
     return list(dict.fromkeys(first + sorted(args.depths)))
 
 
