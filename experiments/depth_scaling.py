@@ -191,12 +191,14 @@ def resolved(a, b):
     return abs(ma - mb) > t * se, t * se
 
 
-def fmt_ms(values, digits=4, expect=None):
-    """mean ± sd; the number of values when it is not the expected one (a run missing, diverged or not run)."""
+def fmt_ms(values, digits=4, expect=None, sign=""):
+    """mean ± sd; the number of values when it is not the expected one (a run missing, diverged or not run).
+    sign="+": a signed mean (for changes)."""
     m, s, n = mean_sd(values)
     if n == 0:
         return "-"
-    text = ("%.*f ± %.*f" % (digits, m, digits, s)) if n > 1 else ("%.*f" % (digits, m))
+    f = "%" + sign + ".*f"
+    text = ((f + " ± %.*f") % (digits, m, digits, s)) if n > 1 else (f % (digits, m))
     return text + (" (n=%d)" % n if n != (expect or n) or n == 1 else "")
 
 
@@ -513,15 +515,17 @@ def drop_report(args, own):
                     stats["rank"].append(rk[-1]["value"] - base)
                 if g:
                     stats["greedy"].append(g[-1]["value"] - base)
-            table.append([lay, L, len(mine), fmt_ms(stats["mean"]), fmt_ms(stats["least"]),
-                          fmt_ms(stats["helps"], 1), "%d" % k, fmt_ms(stats["greedy"]), fmt_ms(stats["rank"])])
+            table.append([lay, L, len(mine), fmt_ms(stats["mean"], sign="+"), fmt_ms(stats["least"], sign="+"),
+                          fmt_ms(stats["helps"], 1), "%d" % k, fmt_ms(stats["greedy"], sign="+"),
+                          fmt_ms(stats["rank"], sign="+")])
     common.emit_table(
         args.results + "_drop.md",
         "Layer dropping without fine-tuning, each layout at its own best setting (val loss over %d batches of %dx%d; "
         "increase of the val loss, mean ± standard deviation over seeds)" % (args.probe_batches, args.probe_B,
                                                                               args.probe_T),
         ["layout", "layers", "seeds", "mean single drop", "least harmful single drop",
-         "blocks whose removal lowers the loss", "k (30%)", "k blocks removed, greedy", "k blocks, by ranking"],
+         "blocks whose removal lowers the loss", "k (largest <= 30%)", "k blocks removed, greedy",
+         "k blocks, by ranking"],
         table)
     return results, cost
 
