@@ -670,7 +670,7 @@ def plot_series(args, rows):
     ax.set_xticks(args.depths)
     ax.set_xticklabels([str(L) for L in args.depths])
     ax.set_xlabel("layers (C=%d)" % args.channels)
-    ax.set_ylabel("final val loss (mean ± sd over %d seeds)" % len(args.seeds))
+    ax.set_ylabel("final val loss (mean ± sd over the seeds; n in the table)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     ax.set_title("Depth series, %d steps: each layout at its own best (solid) and at the shared setting (dashed)"
