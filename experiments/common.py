@@ -8,6 +8,7 @@ exit status and how it ended: "ok", "diverged" (the trainer's own `error: ... di
 failure of the script) or "error" (anything else: the script reports it and exits 1 at the end).
 """
 import csv
+import ctypes
 import hashlib
 import json
 import math
@@ -15,6 +16,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -35,7 +37,7 @@ def use_plotting_python():
     try:
         import matplotlib  # noqa: F401
         return
-    except ImportError:
+    except Exception:  # ImportError, or a broken installation (a missing matplotlibrc): the same fallback
         pass
     if (os.path.exists(PLOT_PYTHON) and os.path.realpath(sys.executable) != os.path.realpath(PLOT_PYTHON)
             and not os.environ.get("EXPERIMENTS_REEXEC")):
@@ -120,7 +122,7 @@ class Run:
         t0 = time.time()
         with open(os.path.join(self.dir, "stdout.txt"), "w") as out, \
                 open(os.path.join(self.dir, "stderr.txt"), "w") as err:
-            proc = subprocess.Popen(self.argv, stdout=out, stderr=err, env=env, cwd=REPO)
+            proc = subprocess.Popen(self.argv, stdout=out, stderr=err, env=env, cwd=REPO, preexec_fn=die_with_parent)
             _, status, usage = os.wait4(proc.pid, 0)  # this child's own CPU time, whatever else runs beside it
             proc.returncode = self.rc = os.waitstatus_to_exitcode(status)
         self.seconds = time.time() - t0
@@ -154,6 +156,16 @@ class Run:
         if self.status == "error":
             return "ERROR (exit %s): %s" % (self.rc, self.error)
         return "ok"
+
+
+def die_with_parent():
+    """In each trainer before it starts: Linux sends it SIGTERM when the runner that started it dies, however it
+    dies (kill -9 included), so that no trainer is left running as an orphan (the trainer's SIGTERM handler removes
+    its half-written file)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 DRY_RUN = False  # --dry-run: print the trainer commands, run nothing

@@ -150,5 +150,24 @@ if $PY -c "import torch" 2> /dev/null; then
         || bad "boundary backward mutation" "$(tail -n 3 "$TMP/bw2.out")"
 else bad "docs/check_boundary_backward.py" "no torch for $PY (Debian: python3-torch)"; fi
 
+# ---- a runner killed (even by kill -9) takes its trainers with it: none is left running as an orphan
+cat > "$TMP/orphan.py" <<'EOF'
+import sys
+sys.path.insert(0, "experiments")
+import common
+run = common.Run("orphan", "./reference_cpu", ["--layers", "2", "--channels", "32", "--heads", "2", "-b", "2", "-t",
+                 "16", "-x", "1000000", "-v", "0", "-s", "0", "--seed", "424242"], sys.argv[1])
+common.run_all([run], jobs=1)
+EOF
+$PY "$TMP/orphan.py" "$TMP/orphan_runs" > /dev/null 2>&1 &
+runner=$!
+for _ in $(seq 100); do pgrep -f -- "--seed 424242" > /dev/null && break; sleep 0.1; done
+started=$(pgrep -f -- "--seed 424242" | wc -l)
+kill -9 $runner
+for _ in $(seq 50); do pgrep -f -- "--seed 424242" > /dev/null || break; sleep 0.1; done
+if [ "$started" -ge 1 ] && ! pgrep -f -- "--seed 424242" > /dev/null; then ok "a killed runner leaves no trainer running"
+else bad "orphans" "started $started, still running: $(pgrep -f -- '--seed 424242' | tr '\n' ' ')"; pkill -f -- "--seed 424242"; fi
+wait $runner 2> /dev/null
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
