@@ -263,13 +263,16 @@ if grep -q "^--start-over: removed" "$TMP/over.out" && [ "$(ls "$TMP/fresh" | tr
     ok "--start-over removes the previous run's files first (no stale markers)"
 else bad "--start-over" "$(ls "$TMP/fresh" | tr '\n' ' ')"; fi
 expect_error "--start-over with -y 1" "contradict" $BIN "${RUN[@]}" -o "$TMP/fresh" --start-over -y 1
-# two trainers on one -o: the second stops at once, the first finishes
-$BIN "${RUN[@]}" -x 40 -o "$TMP/shared" > "$TMP/first.out" 2>&1 &
+# two trainers on one -o: the second stops at once, the first finishes. The first prints its run table once it holds
+# the lock; it is stopped there (SIGSTOP), so the second meets a held lock however fast the machine (40 steps take
+# 0.1 s on an idle one: waiting a fixed time let the first finish before the second started)
+$BIN "${RUN[@]}" -x 1000 -o "$TMP/shared" > "$TMP/first.out" 2>&1 &
 first=$!
-for _ in $(seq 50); do [ -f "$TMP/shared/.lock" ] && break; sleep 0.1; done
-sleep 0.3
-expect_error "a second trainer on the same -o" "in use by another trainer" $BIN "${RUN[@]}" -x 40 -o "$TMP/shared" -y 1
-if wait $first && [ -f "$TMP/shared/DONE_00000040" ] && ! ls "$TMP"/shared/*.tmp* > /dev/null 2>&1; then
+for _ in $(seq 1000); do grep -q "^| run directory" "$TMP/first.out" && break; sleep 0.01; done
+kill -STOP $first
+expect_error "a second trainer on the same -o" "in use by another trainer" $BIN "${RUN[@]}" -x 1000 -o "$TMP/shared" -y 1
+kill -CONT $first
+if wait $first && [ -f "$TMP/shared/DONE_00001000" ] && ! ls "$TMP"/shared/*.tmp* > /dev/null 2>&1; then
     ok "... while the first finishes its run alone"
 else bad "the first of two trainers" "$(tail -n 2 "$TMP/first.out")"; fi
 # a model of one run with the state of another (what sharing an -o could leave): the marker tells
