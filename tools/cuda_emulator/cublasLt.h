@@ -95,11 +95,11 @@ inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtM
     if (getenv("EMU_LT_NOT_SUPPORTED")) { *found = 0; return CUBLAS_STATUS_NOT_SUPPORTED; }
     return 0;
 }
-inline float emu_gelu(float x) {
+EMU_INLINE float emu_gelu(float x) {
     const float k = 0.79788456080286535588f;
     return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
 }
-inline float emu_gelu_grad(float x) {
+EMU_INLINE float emu_gelu_grad(float x) {
     const float k = 0.79788456080286535588f;
     float th = tanhf(k * (x + 0.044715f * x * x * x));
     return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * k * (1.0f + 3.0f * 0.044715f * x * x);
@@ -112,30 +112,33 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, c
     int k = (int)(d->ta == CUBLAS_OP_N ? la->cols : la->rows);
     if ((d->tb == CUBLAS_OP_N ? lb->rows : lb->cols) != (uint64_t)k || lc->rows != ld->rows || C != D ||
         (d->ta == CUBLAS_OP_N ? la->rows : la->cols) != (uint64_t)m || (d->tb == CUBLAS_OP_N ? lb->cols : lb->rows) != (uint64_t)n) {
-        fprintf(stderr, "EMU: cublasLtMatmul shapes do not agree\n");
-        abort();
+        emu_error("cublasLtMatmul: the shapes of A, B, C and D do not agree");
     }
-    if (d->aux && d->aux_ld % 8) { fprintf(stderr, "EMU: aux ld %lld not a multiple of 8\n", (long long)d->aux_ld); abort(); }
+    if (d->aux && d->aux_ld % 8) emu_error("cublasLtMatmul: aux ld %lld not a multiple of 8", (long long)d->aux_ld);
     for (const void* p : {A, B, (const void*)D, d->bias, (const void*)d->aux})
-        if ((uintptr_t)p % 16) { fprintf(stderr, "EMU: cublasLtMatmul pointer %p not 16-byte aligned\n", p); abort(); }
+        if ((uintptr_t)p % 16) emu_error("cublasLtMatmul: pointer %p not 16-byte aligned", p);
     float a = *(const float*)alpha, b = *(const float*)beta;
     emu_gemm_calls++;
-#pragma omp parallel for collapse(2)
-    for (int j = 0; j < n; j++)
-        for (int i = 0; i < m; i++) {
-            double s = emu_dot(d->ta, d->tb, i, j, k, A, la->type, la->ld, B, lb->type, lb->ld);
-            size_t c = i + (size_t)j * ld->ld;
-            float acc = (float)(b == 0.0f ? a * s : a * s + b * emu_get(D, c, ld->type));
-            if (d->epilogue == CUBLASLT_EPILOGUE_BIAS) {
-                acc += (float)emu_get(d->bias, i, ld->type);
-            } else if (d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
-                acc += (float)emu_get(d->bias, i, ld->type);
-                emu_put(d->aux, i + (size_t)j * d->aux_ld, ld->type, acc);
-                acc = emu_gelu(acc);
-            } else if (d->epilogue == CUBLASLT_EPILOGUE_DGELU) {
-                acc *= emu_gelu_grad((float)emu_get(d->aux, i + (size_t)j * d->aux_ld, ld->type));
-            }
-            emu_put(D, c, ld->type, acc);
+    cudaDataType_t type = ld->type;
+    size_t ldd = ld->ld, aux_ld = d->aux_ld;
+    int epilogue = d->epilogue;
+    const void* bias = d->bias;
+    void* aux = d->aux;
+    emu_products(d->ta, d->tb, m, n, k, A, la->type, la->ld, B, lb->type, lb->ld,
+                 [=](int i, int j, double s) __attribute__((always_inline)) {
+        size_t c = i + (size_t)j * ldd;
+        float acc = (float)(b == 0.0f ? a * s : a * s + b * emu_get(D, c, type));
+        if (epilogue == CUBLASLT_EPILOGUE_BIAS) {
+            acc += (float)emu_get(bias, i, type);
+        } else if (epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
+            acc += (float)emu_get(bias, i, type);
+            emu_put(aux, i + (size_t)j * aux_ld, type, acc);
+            acc = emu_gelu(acc);
+        } else if (epilogue == CUBLASLT_EPILOGUE_DGELU) {
+            acc *= emu_gelu_grad((float)emu_get(aux, i + (size_t)j * aux_ld, type));
         }
+        emu_put(D, c, type, acc);
+    });
+    emu_check_all_guards();  // a product that wrote past its D or aux
     return 0;
 }

@@ -3,25 +3,27 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+// always inlined: into the (instrumented) kernels and into the emulator's own unchecked code alike (emu_core.h)
+#define EMU_INLINE inline __attribute__((always_inline))
 struct __nv_bfloat16 {
     unsigned short x;
     __nv_bfloat16() = default;
-    __nv_bfloat16(float f) {
+    EMU_INLINE __nv_bfloat16(float f) {
         uint32_t u;
         memcpy(&u, &f, 4);
         if ((u & 0x7fffffffu) > 0x7f800000u) x = 0x7fc0;  // NaN stays NaN
         else x = (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
     }
-    __nv_bfloat16(double d) : __nv_bfloat16((float)d) {}
-    __nv_bfloat16(int i) : __nv_bfloat16((float)i) {}
-    operator float() const {
+    EMU_INLINE __nv_bfloat16(double d) : __nv_bfloat16((float)d) {}
+    EMU_INLINE __nv_bfloat16(int i) : __nv_bfloat16((float)i) {}
+    EMU_INLINE operator float() const {
         uint32_t u = (uint32_t)x << 16;
         float f;
         memcpy(&f, &u, 4);
         return f;
     }
 };
-struct __nv_bfloat162 {
+struct alignas(4) __nv_bfloat162 {  // 4-byte aligned, as on the GPU
     __nv_bfloat16 x, y;
 };
 inline __nv_bfloat16 __float2bfloat16(float f) { return __nv_bfloat16(f); }
