@@ -69,7 +69,7 @@ HAVE_NVCC := $(shell command -v $(NVCC) 2> /dev/null)
 CPU_BINS  = reference_cpu tests/test_gradients tests/test_reference tests/ref_tool
 GPU_BINS  = $(if $(HAVE_NVCC),train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16 tools/profile_gpu,)
 
-.PHONY: all data train test clean deps bench-cpu bench-gpu gpu-prep FORCE
+.PHONY: all data train test clean deps bench-cpu bench-gpu gpu-prep emulator FORCE
 all: $(CPU_BINS) $(GPU_BINS)
 
 reference_cpu: reference_cpu.cpp $(HOST)
@@ -147,6 +147,23 @@ tools/profile_gpu_cudnn: tools/profile_gpu.cu $(CUDA_SRCS) attention_cudnn.o
 tools/profile_gpu: tools/profile_gpu.cu $(CUDA_SRCS) .precision $(TRAINER_CUDNN_OBJ)
 	$(NVCC) $(NVFLAGS) $(PRECISION_FLAG) $(TRAINER_CUDNN_FLAG) -o $@ $< $(NVLIBS) $(TRAINER_CUDNN_LINK)
 
+# The CUDA code on the CPU emulator (tools/cuda_emulator; g++ only: no GPU, no nvcc): the emulator's own planted-bug
+# tests, and tests/test_gpu.cu in each precision, whose fast cases `make test` runs (tests/run_all.sh);
+# tools/emulate_gpu.sh runs them all and the emulated trainer
+EMUCC     = tools/cuda_emulator/emucc
+EMU_DEPS  = $(EMUCC) $(wildcard tools/cuda_emulator/*.h)
+EMU_BINS  = tests/test_emulator tests/test_gpu_emu tests/test_gpu_emu_bf16
+emulator: $(EMU_BINS)
+
+tests/test_emulator: tests/test_emulator.cu $(CUDA_SRCS) $(EMU_DEPS)
+	$(EMUCC) -o $@ $<
+
+tests/test_gpu_emu: tests/test_gpu.cu $(CUDA_SRCS) reference_cpu.cpp $(EMU_DEPS)
+	$(EMUCC) -DENABLE_FP32 -I$(abspath $(DOCTEST)) -o $@ $<
+
+tests/test_gpu_emu_bf16: tests/test_gpu.cu $(CUDA_SRCS) reference_cpu.cpp $(EMU_DEPS)
+	$(EMUCC) -DENABLE_BF16 -I$(abspath $(DOCTEST)) -o $@ $<
+
 data/kjv/kjv_train.bin:
 	$(PYTHON) data/prepare.py kjv
 
@@ -162,7 +179,7 @@ train:
 
 test:
 	@bash .ci/deps test
-	@$(MAKE) --no-print-directory all data/kjv/kjv_train.bin $(if $(HAVE_NVCC),tests/test_gpu_cudnn)
+	@$(MAKE) --no-print-directory all $(EMU_BINS) data/kjv/kjv_train.bin $(if $(HAVE_NVCC),tests/test_gpu_cudnn)
 	TORCH_PY=$(TORCH_PY) bash tests/run_all.sh
 
 # CPU speed at GPT-2 small (d12, vocabulary 50257, -b 4 -t 64) for each layout: a table, not a test
@@ -182,7 +199,8 @@ gpu-prep: data/kjv/kjv_train.bin
 
 clean:
 	rm -f $(CPU_BINS) train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16 tests/test_gpu_cudnn \
-	    attention_cudnn.o tools/profile_gpu train_gpt2cu_cudnn tools/profile_gpu_cudnn .precision experiments/depth_probe
+	    attention_cudnn.o tools/profile_gpu train_gpt2cu_cudnn tools/profile_gpu_cudnn .precision experiments/depth_probe \
+	    $(EMU_BINS)
 
 # experiments/ (docs/experiments.md): the depth probe includes the reference as a library. Not part of `all`, so
 # `make test` does not depend on it; experiments/smoke_test.sh builds it when missing.

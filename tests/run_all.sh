@@ -48,6 +48,8 @@ run_suite reference     ./tests/test_reference
 run_suite cli           bash tests/test_cli.sh
 run_suite experiments   bash experiments/smoke_test.sh
 run_suite gpu_scripts   bash tests/test_gpu_scripts.sh
+run_suite emulator      ./tests/test_emulator
+run_suite gpu_emulated  bash tests/test_gpu_emulated.sh
 [ -f tests/torch_check.py ] && run_suite torch $TORCH_PY tests/torch_check.py
 if command -v "${NVCC:-nvcc}" > /dev/null; then
     run_suite gpu ./tests/test_gpu

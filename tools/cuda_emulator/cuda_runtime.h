@@ -141,7 +141,8 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
     if (d != 0) return emu_fails(cudaErrorInvalidDevice);
     const EmuDevice& e = emu_device();
     memset(p, 0, sizeof(*p));
-    snprintf(p->name, sizeof(p->name), "CPU emulation of %s (%s limits)", e.arch, e.parts);
+    // no product name in it: the trainer would take it for that GPU (its MFU)
+    snprintf(p->name, sizeof(p->name), "CPU emulation (%s limits)", e.arch);
     p->major = e.major;
     p->minor = e.minor;
     p->multiProcessorCount = emu_reported_sms();
