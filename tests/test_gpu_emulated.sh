@@ -26,6 +26,8 @@ for i in 0 1; do
     log="$logs/$([ "$i" = 0 ] && echo test_gpu_emu || echo test_gpu_emu_bf16).log"
     echo "=== $name"
     grep -E "GRADCHECK|STEPCHECK|VARIANTCHECK|TCCHECK|EMU|ERROR|error:" "$log" | sed 's/^.*MESSAGE: //'
+    # doctest's summary, e.g. "[doctest] test cases: 11 | 11 passed | 0 failed | 4 skipped" (skipped: the cases
+    # the filter leaves out); echoed in other words, so that tests/run_all.sh reads the total below
     line=$(grep -E '^\[doctest\] test cases:' "$log" | tail -n 1)
     p=$(sed -nE 's/.*\| *([0-9]+) passed.*/\1/p' <<< "$line")
     f=$(sed -nE 's/.*\| *([0-9]+) failed.*/\1/p' <<< "$line")
@@ -34,7 +36,7 @@ for i in 0 1; do
         tail -n 30 "$log"
         p=${p:-0} f=$((${f:-0} + 1))
     fi
-    echo "$line"
+    echo "$name: ${p:-0} test cases passed, ${f:-0} failed"
     passed=$((passed + p)) failed=$((failed + f))
 done
 echo "$passed passed, $failed failed"

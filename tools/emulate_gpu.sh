@@ -6,9 +6,12 @@
 #      (losses, norms, learning rates, validation), apart from the timings: each number within 1e-5 relative in
 #      fp32, within 3e-2 in bf16,
 #   3. tools/profile_gpu at a tiny shape: every part of a step is timed in each layout.
-# The emulator runs each block's threads as coroutines with adversarial interleavings and computes the cuBLAS calls
-# from their definition (see tools/cuda_emulator/cuda_runtime.h for what it can and cannot show). It is not a
-# substitute for tests/gpu_check.sh on a GPU. About 25 minutes on two cores (both precisions). Needs g++, perl, the KJV shards.
+# The emulator (tools/cuda_emulator; what it checks and what it cannot show: docs/cuda.md, Verification) runs each
+# block's threads as coroutines with adversarial interleavings, checks every shared-memory access against its
+# barriers, every device access against its allocation and alignment, every launch against the limits of EMU_DEVICE
+# (default sm_90), and computes the cuBLAS calls from their definition. It is not a substitute for tests/gpu_check.sh
+# on a GPU. `make test` runs the fast part of step 1 (tests/test_gpu_emulated.sh). About XX minutes on two cores
+# (both precisions). Needs g++, perl, the KJV shards.
 # Usage: bash tools/emulate_gpu.sh
 set -u
 cd "$(dirname "$0")/.."

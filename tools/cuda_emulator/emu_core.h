@@ -79,10 +79,12 @@ EMU_NOCHECK inline std::string emu_function_name(const void* fn) {
     if (!loaded) {
         loaded = true;
         std::vector<char> elf;
-        if (FILE* f = fopen("/proc/self/exe", "rb")) {
-            char buf[1 << 16];
-            size_t n;
-            while ((n = fread(buf, 1, sizeof(buf), f)) > 0) elf.insert(elf.end(), buf, buf + n);
+        if (FILE* f = fopen("/proc/self/exe", "rb")) {  // (may run in the fault handler: nothing big on the stack)
+            fseek(f, 0, SEEK_END);
+            long size = ftell(f);
+            fseek(f, 0, SEEK_SET);
+            elf.resize(size > 0 ? (size_t)size : 0);
+            if (fread(elf.data(), 1, elf.size(), f) != elf.size()) elf.clear();
             fclose(f);
         }
         uintptr_t base = 0;
@@ -106,6 +108,7 @@ EMU_NOCHECK inline std::string emu_function_name(const void* fn) {
         char* d = abi::__cxa_demangle(s.name.c_str(), nullptr, nullptr, &status);
         std::string name = status == 0 && d ? d : s.name;
         free(d);
+        if (!name.compare(0, 5, "void ")) name = name.substr(5);  // a template's return type
         // drop the parameter list: the first '(' outside template brackets
         int depth = 0;
         for (size_t i = 0; i < name.size(); i++) {
@@ -151,8 +154,10 @@ EMU_NOCHECK [[noreturn]] inline void emu_error(const char* format, ...) {
     std::string where;
     for (int i = 1, shown = 0; i < n && shown < 10; i++) {
         std::string f = emu_function_name((char*)frames[i] - 1);
-        if (f.empty() || !f.compare(0, 4, "emu_") || f == "emu_error") continue;
-        if (f.find("__tsan_") != std::string::npos || f.find("std::") == 0) continue;
+        // the kernel's own functions and the host's, not the emulator's machinery
+        if (f.empty() || !f.compare(0, 4, "emu_") || !f.compare(0, 2, "_Z") || !f.compare(0, 5, "std::") ||
+            f.find("__tsan_") != std::string::npos || f.find("emu_launch") != std::string::npos)
+            continue;
         where += (shown++ ? " <- " : "") + f;
     }
     if (!where.empty()) fprintf(stderr, "EMU:   in %s\n", where.c_str());

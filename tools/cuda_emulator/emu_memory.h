@@ -8,7 +8,8 @@
 // Shared memory: one window for the block that runs, [guard][dynamic shared memory][guard][static __shared__
 // variables][guard]. Before each block the dynamic part and the static variables are refilled with NaN, so nothing
 // carries over from the previous block. Static __shared__ declarations become EMU_STATIC_SHARED (emucc rewrites
-// them), placed in the window by the first thread that reaches them.
+// them), placed in the window by the first thread that reaches them. Outside a launch the window is PROT_NONE: a
+// stray host pointer into it faults.
 //
 // The checks. emucc compiles the kernels with -fsanitize=thread, but links none of ThreadSanitizer: the compiler
 // calls __tsan_read4(addr), __tsan_write16(addr), ... before each load and store, and this file defines them.
@@ -41,7 +42,7 @@ inline std::map<uintptr_t, EmuAlloc> emu_allocs;  // by user address
 inline size_t emu_allocated_bytes = 0;
 static const size_t EMU_PAGE = 4096;
 
-// the allocation that holds [p, p + n), or the nearest one below p (for messages); null if none
+// the allocation that starts nearest at or below p (it holds p if any does); null if none
 EMU_NOCHECK inline const EmuAlloc* emu_alloc_at(const void* p) {
     auto it = emu_allocs.upper_bound((uintptr_t)p);
     if (it == emu_allocs.begin()) return nullptr;
@@ -397,7 +398,7 @@ EMU_NOCHECK inline void emu_install_fault_handler() {
     static bool done = false;
     if (done) return;
     done = true;
-    static char altstack[64 * 1024];
+    static char altstack[256 * 1024];  // the report reads the symbol table and walks the stack
     stack_t ss = {};
     ss.ss_sp = altstack;
     ss.ss_size = sizeof(altstack);
