@@ -10,8 +10,8 @@
 # block's threads as coroutines with adversarial interleavings, checks every shared-memory access against its
 # barriers, every device access against its allocation and alignment, every launch against the limits of EMU_DEVICE
 # (default sm_90), and computes the cuBLAS calls from their definition. It is not a substitute for tests/gpu_check.sh
-# on a GPU. `make test` runs the fast part of step 1 (tests/test_gpu_emulated.sh). About XX minutes on two cores
-# (both precisions). Needs g++, perl, the KJV shards.
+# on a GPU. `make test` runs the fast part of step 1 (tests/test_gpu_emulated.sh). About 6 minutes on two cores
+# (both precisions; 4 CPU-minutes). Needs g++, perl, the KJV shards.
 # Usage: bash tools/emulate_gpu.sh
 set -u
 cd "$(dirname "$0")/.."
