@@ -1,5 +1,5 @@
 # siamese-gpt: `make train` trains a small model on the CPU, `make test` runs every test.
-# GPU code is always compiled (nvcc, sm_90); GPU tests run only where a GPU is present.
+# GPU code is always compiled where nvcc is (see GPU_ARCHS); GPU tests run only where a GPU is present.
 
 # the host-side code both trainers share, one header per role (host/train_loop.h lists them)
 HOST       = $(wildcard host/*.h)
@@ -7,7 +7,25 @@ CXX       ?= g++
 CXXFLAGS  ?= -O3 -march=native -std=c++17 -Wall -Wextra
 OMPFLAGS  ?= -fopenmp
 NVCC      ?= nvcc
-NVFLAGS   ?= -O3 -std=c++17 -arch=sm_90 -lineinfo
+# The GPUs the CUDA trainers are built for, as compute capabilities: GPU_ARCHS="80 86 89 90" builds for that list;
+# by default for the GPU of this machine (nvidia-smi), and where there is none for every supported generation in one
+# fat binary (so that CI compiles each): 80 (A100, A30), 86 (RTX 30, A10, A40, A6000), 89 (RTX 40, L4, L40), 90
+# (H100, H200). A newer GPU takes the PTX of the newest listed, compiled by its driver. Older ones (sm_75 and
+# below: V100, T4, RTX 20) are not supported: the bf16 tensor cores need sm_80; make stops, and the trainer says so.
+# The test programs and tools, which run only on the GPU they are built on, take one architecture, TEST_ARCHS
+# (the last of GPU_ARCHS unless set).
+SUPPORTED_ARCHS := 80 86 89 90
+DETECTED_ARCH := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2> /dev/null | head -n 1 | tr -d ' .')
+GPU_ARCHS ?= $(or $(DETECTED_ARCH),$(SUPPORTED_ARCHS))
+TEST_ARCHS ?= $(lastword $(GPU_ARCHS))
+$(foreach a,$(GPU_ARCHS) $(TEST_ARCHS),$(if $(shell [ "$(a)" -ge 80 ] 2> /dev/null && echo ok),,\
+    $(error GPU_ARCHS: '$(a)' is not a compute capability of 80 or more (sm_$(a)); bf16 needs sm_80: A100, RTX 30 or newer)))
+gencode = $(foreach a,$(1),-gencode arch=compute_$(a),code=sm_$(a)) -gencode arch=compute_$(lastword $(1)),code=compute_$(lastword $(1))
+# --threads 0: nvcc compiles the architectures of a fat build in parallel, one per core
+NVBASE    ?= -O3 -std=c++17 -lineinfo --threads 0
+NPROC     := $(shell nproc 2> /dev/null || echo 2)
+NVFLAGS   ?= $(NVBASE) $(call gencode,$(GPU_ARCHS))
+NVTESTFLAGS ?= $(NVBASE) $(call gencode,$(TEST_ARCHS))
 NVLIBS    ?= -lcublas -lcublasLt
 PYTHON    ?= python3
 TORCH_PY  ?= /usr/bin/python3
@@ -69,8 +87,12 @@ HAVE_NVCC := $(shell command -v $(NVCC) 2> /dev/null)
 CPU_BINS  = reference_cpu tests/test_gradients tests/test_reference tests/ref_tool
 GPU_BINS  = $(if $(HAVE_NVCC),train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16 tools/profile_gpu,)
 
-.PHONY: all data train test clean deps bench-cpu bench-gpu gpu-prep emulator FORCE
+.PHONY: all data train test clean deps bench-cpu bench-gpu gpu-prep emulator print-gpu-archs print-test-archs FORCE
 all: $(CPU_BINS) $(GPU_BINS)
+
+# the architectures make builds the CUDA programs for, and the test programs (tests/test_archs.sh asks)
+print-gpu-archs: ; @echo $(GPU_ARCHS)
+print-test-archs: ; @echo $(TEST_ARCHS)
 
 reference_cpu: reference_cpu.cpp $(HOST)
 	$(CXX) $(CXXFLAGS) $(OMPFLAGS) -o $@ $<
@@ -100,11 +122,11 @@ CUDA_SRCS = train_gpt2.cu siamese.cuh attention.cuh cuda_common.cuh $(HOST) atte
 train_gpt2cu: $(CUDA_SRCS) .precision $(TRAINER_CUDNN_OBJ)
 	$(NVCC) $(NVFLAGS) $(PRECISION_FLAG) $(TRAINER_CUDNN_FLAG) -o $@ $< $(NVLIBS) $(TRAINER_CUDNN_LINK)
 
-train_gpt2fp32cu: $(CUDA_SRCS)
+train_gpt2fp32cu: $(CUDA_SRCS) .precision
 	$(NVCC) $(NVFLAGS) -DENABLE_FP32 -o $@ $< $(NVLIBS)
 
 .precision: FORCE
-	@echo $(PRECISION) $(ATTENTION) $(USE_CUDNN) | cmp -s - $@ || echo $(PRECISION) $(ATTENTION) $(USE_CUDNN) > $@
+	@echo $(PRECISION) $(ATTENTION) $(USE_CUDNN) $(GPU_ARCHS) | cmp -s - $@ || echo $(PRECISION) $(ATTENTION) $(USE_CUDNN) $(GPU_ARCHS) > $@
 
 # cuDNN's attention, host code only, compiled once (the frontend's headers take about a minute) and linked into the
 # programs that use it. The frontend's own headers are system headers here (their warnings are not ours);
@@ -123,7 +145,7 @@ attention_cudnn.o: attention_cudnn.cpp attention_cudnn.h host/utils.h
 
 # the GPU against the CPU reference (float build, OpenMP) in one program, once per precision; runs only where a GPU
 # is present
-TEST_GPU_FLAGS = $(NVFLAGS) -Xcompiler -fopenmp,-march=native -I$(DOCTEST)
+TEST_GPU_FLAGS = $(NVTESTFLAGS) -Xcompiler -fopenmp,-march=native -I$(DOCTEST)
 tests/test_gpu: tests/test_gpu.cu $(CUDA_SRCS) reference_cpu.cpp
 	$(NVCC) $(TEST_GPU_FLAGS) -DENABLE_FP32 -o $@ $< $(NVLIBS) -lgomp
 
@@ -139,20 +161,20 @@ tests/test_gpu_cudnn: tests/test_gpu.cu $(CUDA_SRCS) reference_cpu.cpp attention
 # the bf16 trainer and profiler with cuDNN's attention compiled in beside the other two (the default attention stays
 # materialized): what tests/gpu_check.sh and tests/bench_gpu.sh run, so that one program times all three attentions
 train_gpt2cu_cudnn: $(CUDA_SRCS) attention_cudnn.o
-	$(NVCC) $(NVFLAGS) -DENABLE_BF16 -DENABLE_CUDNN -o $@ $< $(NVLIBS) $(CUDNN_LINK)
+	$(NVCC) $(NVTESTFLAGS) -DENABLE_BF16 -DENABLE_CUDNN -o $@ $< $(NVLIBS) $(CUDNN_LINK)
 
 tools/profile_gpu_cudnn: tools/profile_gpu.cu $(CUDA_SRCS) attention_cudnn.o
-	$(NVCC) $(NVFLAGS) -DENABLE_BF16 -DENABLE_CUDNN -o $@ $< $(NVLIBS) $(CUDNN_LINK)
+	$(NVCC) $(NVTESTFLAGS) -DENABLE_BF16 -DENABLE_CUDNN -o $@ $< $(NVLIBS) $(CUDNN_LINK)
 
 tools/profile_gpu: tools/profile_gpu.cu $(CUDA_SRCS) .precision $(TRAINER_CUDNN_OBJ)
-	$(NVCC) $(NVFLAGS) $(PRECISION_FLAG) $(TRAINER_CUDNN_FLAG) -o $@ $< $(NVLIBS) $(TRAINER_CUDNN_LINK)
+	$(NVCC) $(NVTESTFLAGS) $(PRECISION_FLAG) $(TRAINER_CUDNN_FLAG) -o $@ $< $(NVLIBS) $(TRAINER_CUDNN_LINK)
 
 # The CUDA code on the CPU emulator (tools/cuda_emulator; g++ only: no GPU, no nvcc): the emulator's own planted-bug
 # tests, and tests/test_gpu.cu in each precision, whose fast cases `make test` runs (tests/run_all.sh);
 # tools/emulate_gpu.sh runs them all and the emulated trainer
 EMUCC     = tools/cuda_emulator/emucc
 EMU_DEPS  = $(EMUCC) $(wildcard tools/cuda_emulator/*.h)
-EMU_BINS  = tests/test_emulator tests/test_gpu_emu tests/test_gpu_emu_bf16
+EMU_BINS  = tests/test_emulator tests/test_gpu_emu tests/test_gpu_emu_bf16 tests/train_gpt2cu_emu
 emulator: $(EMU_BINS)
 
 tests/test_emulator: tests/test_emulator.cu $(CUDA_SRCS) $(EMU_DEPS)
@@ -163,6 +185,10 @@ tests/test_gpu_emu: tests/test_gpu.cu $(CUDA_SRCS) reference_cpu.cpp $(EMU_DEPS)
 
 tests/test_gpu_emu_bf16: tests/test_gpu.cu $(CUDA_SRCS) reference_cpu.cpp $(EMU_DEPS)
 	$(EMUCC) -DENABLE_BF16 -I$(abspath $(DOCTEST)) -o $@ $<
+
+# the bf16 trainer on the emulator, for what the trainer says on devices it cannot use (tests/test_gpu_emulated.sh)
+tests/train_gpt2cu_emu: $(CUDA_SRCS) $(EMU_DEPS)
+	$(EMUCC) -DENABLE_BF16 -o $@ $<
 
 data/kjv/kjv_train.bin:
 	$(PYTHON) data/prepare.py kjv
@@ -179,7 +205,7 @@ train:
 
 test:
 	@bash .ci/deps test
-	@$(MAKE) --no-print-directory all $(EMU_BINS) data/kjv/kjv_train.bin $(if $(HAVE_NVCC),tests/test_gpu_cudnn)
+	@$(MAKE) --no-print-directory -j$(NPROC) all $(EMU_BINS) data/kjv/kjv_train.bin $(if $(HAVE_NVCC),tests/test_gpu_cudnn)
 	TORCH_PY=$(TORCH_PY) bash tests/run_all.sh
 
 # CPU speed at GPT-2 small (d12, vocabulary 50257, -b 4 -t 64) for each layout: a table, not a test

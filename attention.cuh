@@ -610,16 +610,23 @@ template <int DN> static size_t tc_backward_q_bytes() {
     typedef TcShape<DN> S;
     return 4 * S::TILE * sizeof(floatX) + TC_WARPS * (2 * S::SCRATCH * sizeof(float) + S::PW * sizeof(floatX));
 }
+// Whether this device gives a block the shared memory of all three tensor-core kernels at head size 16 DN. At head
+// size 128 they need 93, 153 and 143 KB: more than sm_86 and sm_89 allow (99 KB), so there (and for any kernel that
+// would not fit) the attention takes the portable kernels, which need at most ~51 KB: slower, never a failed launch.
+template <int DN> static bool tc_fits_device() {
+    return std::max({tc_forward_bytes<DN>(), tc_backward_kv_bytes<DN>(), tc_backward_q_bytes<DN>()}) <= gpu.smem_optin;
+}
 
-// Calls run(std::integral_constant<int, DN>()) for head size 16 DN with DN in 1, 2, 3, 4, 8; false for other sizes
+// Returns run(std::integral_constant<int, DN>()) for head size 16 DN with DN in 1, 2, 3, 4, 8 (run says whether it
+// ran: false where the kernels do not fit the device); false for other sizes
 template <typename Run>
 static bool with_tc_head_size(int hs, Run run) {
     switch (hs) {
-        case 16: run(std::integral_constant<int, 1>()); return true;
-        case 32: run(std::integral_constant<int, 2>()); return true;
-        case 48: run(std::integral_constant<int, 3>()); return true;
-        case 64: run(std::integral_constant<int, 4>()); return true;
-        case 128: run(std::integral_constant<int, 8>()); return true;
+        case 16: return run(std::integral_constant<int, 1>());
+        case 32: return run(std::integral_constant<int, 2>());
+        case 48: return run(std::integral_constant<int, 3>());
+        case 64: return run(std::integral_constant<int, 4>());
+        case 128: return run(std::integral_constant<int, 8>());
         default: return false;
     }
 }
@@ -633,8 +640,14 @@ static size_t flash_shared_bytes(int own_rows, int tile_rows, int extra, int hs)
     return ((size_t)(own_rows + tile_rows) * (hs + 1) + extra) * sizeof(float);
 }
 
+// Lets `kernel` have `bytes` of dynamic shared memory (beyond the 48 KB every block may have), or fails with one
+// line where the device has less per block (the portable kernels need at most ~51 KB, less than any supported GPU
+// allows: sm_86 and sm_89 allow 99 KB, sm_80 163 KB, sm_90 227 KB)
 template <typename Kernel>
 static void flash_allow_shared(Kernel kernel, size_t bytes) {
+    if (bytes > gpu.smem_optin)
+        fail("flash attention needs %zu bytes of shared memory per block, '%s' allows %zu (use --attention materialized)",
+             bytes, gpu.name, gpu.smem_optin);
     cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 
@@ -653,11 +666,13 @@ static void flash_attention_forward(floatX* out, float* lse, const floatX* q, co
 #if FLASH_TENSOR_CORES
     bool done = !flash_force_portable && with_tc_head_size(hs, [&](auto dn) {
         constexpr int DN = decltype(dn)::value;
+        if (!tc_fits_device<DN>()) return false;
         size_t bytes = tc_forward_bytes<DN>();
         flash_allow_shared(flash_tc_forward_kernel<DN>, bytes);
         dim3 grid(ceil_div(T, TC_OWN), NH, B);
         flash_tc_forward_kernel<DN><<<grid, TC_WARPS * 32, bytes>>>(out, lse, q, k, v, T, NH, scale);
         launchCheck();
+        return true;
     });
     if (done) return;
 #endif
@@ -682,6 +697,7 @@ static void flash_attention_backward(floatX* dq, floatX* dk, floatX* dv, float* 
 #if FLASH_TENSOR_CORES
     bool done = !flash_force_portable && with_tc_head_size(hs, [&](auto dn) {
         constexpr int DN = decltype(dn)::value;
+        if (!tc_fits_device<DN>()) return false;
         dim3 grid(ceil_div(T, TC_OWN), NH, B);
         size_t kv_bytes = tc_backward_kv_bytes<DN>(), q_bytes = tc_backward_q_bytes<DN>();
         flash_allow_shared(flash_tc_backward_kv_kernel<DN>, kv_bytes);
@@ -691,6 +707,7 @@ static void flash_attention_backward(floatX* dq, floatX* dk, floatX* dv, float* 
         flash_allow_shared(flash_tc_backward_q_kernel<DN>, q_bytes);
         flash_tc_backward_q_kernel<DN><<<grid, TC_WARPS * 32, q_bytes>>>(dq, dout, q, k, v, lse, D, T, NH, scale);
         launchCheck();
+        return true;
     });
     if (done) return;
 #endif

@@ -93,6 +93,11 @@ static struct {
     cublasHandle_t cublas;
     cublasComputeType_t compute;  // CUBLAS_COMPUTE_32F, or CUBLAS_COMPUTE_32F_FAST_TF32 with -f 1
     int sms;                      // streaming multiprocessors, for grid sizes
+    int cc;                       // compute capability, major * 10 + minor (80 A100, 86 RTX 30, 89 RTX 40, 90 H100)
+    size_t smem_optin;            // the most dynamic shared memory a block may have (with cudaFuncSetAttribute):
+                                  // 163 KB on sm_80, 99 KB on sm_86/89, 227 KB on sm_90 (kernels that would need more
+                                  // take a variant that fits: see attention.cuh)
+    size_t total_memory;          // bytes of device memory
     char name[200];
     double peak_flops;            // dense peak of the matrix products in use, for the MFU; 0 where not known
 #if USE_CUBLASLT
@@ -127,12 +132,18 @@ static T* cuda_malloc(size_t count, const char* what) {
 
 // The datasheet's dense peak for the MFU, as llm.c counts it: an H100 SXM and an H200 (the same GH100 chip and
 // clocks) do 989.5 TFLOP/s in bf16 (llm.c's number for the H100 SXM; NVIDIA quotes 989 for the H200), 494.7 in TF32
-// and 66.9 in plain float32. Other devices: 0, and the trainer prints no MFU rather than a wrong one.
+// and 66.9 in plain float32; an A100 312, 156 and 19.5. Other devices: 0, and the trainer prints no MFU rather than
+// a wrong one (the consumer parts' datasheets differ by how they accumulate).
 static double device_peak_flops(const char* name, int tf32) {
-    if (!strstr(name, "H100") && !strstr(name, "H200")) return 0;
-    if (!FLOATX_IS_FLOAT) return 989.5e12;
-    return tf32 ? 494.7e12 : 66.9e12;
+    double bf16 = 0, tf = 0, fp32 = 0;
+    if (strstr(name, "H100") || strstr(name, "H200")) bf16 = 989.5e12, tf = 494.7e12, fp32 = 66.9e12;
+    else if (strstr(name, "A100")) bf16 = 312e12, tf = 156e12, fp32 = 19.5e12;
+    if (!FLOATX_IS_FLOAT) return bf16;
+    return tf32 ? tf : fp32;
 }
+
+// a kernel that does nothing: whether this build has code the device can run (cudaFuncGetAttributes of it)
+__global__ void gpu_code_probe_kernel() {}
 
 // Picks device 0 and sets up cuBLAS. Without a usable GPU: one line, exit 1.
 static void gpu_init(int tf32) {
@@ -145,10 +156,20 @@ static void gpu_init(int tf32) {
         cudaCheck(cudaSetDevice(0));
         cudaDeviceProp prop;
         cudaCheck(cudaGetDeviceProperties(&prop, 0));
-        if (prop.major < 9)
-            fail("this build targets sm_90 (H100/H200) but '%s' is sm_%d%d: rebuild with NVFLAGS='... -arch=sm_%d%d'",
-                 prop.name, prop.major, prop.minor, prop.major, prop.minor);
+        int cc = prop.major * 10 + prop.minor;
+        if (cc < 80)
+            fail("'%s' is sm_%d: the CUDA trainer needs sm_80 or newer (A100, RTX 30 and later: bf16 tensor cores); "
+                 "on this machine train with ./reference_cpu", prop.name, cc);
+        cudaFuncAttributes attributes;
+        err = cudaFuncGetAttributes(&attributes, gpu_code_probe_kernel);
+        if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction)
+            fail("this build has no code for '%s' (sm_%d): rebuild for it, make clean && make GPU_ARCHS=%d "
+                 "(make alone builds for the GPU it finds)", prop.name, cc, cc);
+        cudaCheck(err);
         gpu.sms = prop.multiProcessorCount;
+        gpu.cc = cc;
+        gpu.smem_optin = prop.sharedMemPerBlockOptin;
+        gpu.total_memory = prop.totalGlobalMem;
         snprintf(gpu.name, sizeof(gpu.name), "%.120s", prop.name);
         cublasCheck(cublasCreate(&gpu.cublas));
 #if USE_CUBLASLT

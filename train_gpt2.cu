@@ -956,7 +956,13 @@ static void gpt2_allocate_parameters(GPT2* model) {
     const GPT2Config& c = model->config;
     model->tensors = parameter_table(c);
     model->num_parameters = count_parameters(c);
-    size_t n = model->num_parameters;
+    size_t n = model->num_parameters, free_bytes = 0, total_bytes = 0;
+    cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
+    if ((double)n * parameter_bytes() > (double)free_bytes)
+        fail("out of GPU memory: this model's %.0fM parameters need %.2f GiB for the weights, gradients and AdamW "
+             "(%zu bytes each), %.2f of %.2f GiB are free: it does not fit this GPU (docs/cuda.md, memory by card)",
+             n / 1e6, (double)n * parameter_bytes() / 1073741824.0, parameter_bytes(), free_bytes / 1073741824.0,
+             total_bytes / 1073741824.0);
     model->params_memory = cuda_malloc<float>(n, "the parameters");
     model->params_x = FLOATX_IS_FLOAT ? (floatX*)model->params_memory : cuda_malloc<floatX>(n, "the bf16 weights");
     model->grads_memory = cuda_malloc<float>(n, "the gradients");
@@ -1017,11 +1023,40 @@ static std::vector<T> download(const T* device, size_t n) {
     return host;
 }
 
+// Before the activations are allocated: where they would not fit, one line that says what would (the largest -b
+// as it is, with -r 1, and with flash attention and -r 1) rather than cudaMalloc's bare failure. The token buffers
+// and the reduction scratch come on top: a margin of 64 MiB.
+static void check_activations_fit(const GPT2Config& c, int B, int T, int recompute, int attention, size_t bytes) {
+    size_t free_bytes = 0, total_bytes = 0, margin = (size_t)64 << 20;
+    cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
+    if (bytes + margin <= free_bytes) return;
+    ActivationTensors a;
+    auto largest_b = [&](int r, int att) {
+        for (int b = B - 1; b >= 1; b--)
+            if (point_activations(c, b, T, r, att, &a, nullptr) + margin <= free_bytes) return b;
+        return 0;
+    };
+    int as_is = largest_b(recompute, attention), r1 = recompute ? 0 : largest_b(1, attention);
+    int flash_r1 = attention == ATTENTION_FLASH && recompute ? 0 : largest_b(1, ATTENTION_FLASH);
+    std::string hint;
+    auto option = [&](int b, const char* how) {
+        if (b) hint += (hint.empty() ? "" : ", ") + std::string(how) + "-b " + std::to_string(b) + " fits";
+    };
+    option(as_is, "");
+    option(r1, "with -r 1 ");
+    option(flash_r1, "with --attention flash -r 1 ");
+    if (hint.empty()) hint = "not even -b 1 fits at -t " + std::to_string(T) + ": a smaller -t, or a GPU with more memory";
+    else hint += " (-d keeps a step's tokens by gradient accumulation; it must divide by -b x -t)";
+    fail("out of GPU memory: the activations of -b %d -t %d need %.2f GiB, %.2f of %.2f GiB are free; %s", B, T,
+         bytes / 1073741824.0, free_bytes / 1073741824.0, total_bytes / 1073741824.0, hint.c_str());
+}
+
 static void gpt2_allocate_activations(GPT2* m, int B, int T) {
     m->batch_size = B;
     m->seq_len = T;
     check_attention(m->attention, m->config.channels / m->config.num_heads);
     m->acts_bytes = point_activations(m->config, B, T, m->recompute, m->attention, &m->acts, nullptr);
+    check_activations_fit(m->config, B, T, m->recompute, m->attention, m->acts_bytes);
     m->acts_memory = cuda_malloc<char>(m->acts_bytes, "the activations");
     point_activations(m->config, B, T, m->recompute, m->attention, &m->acts, m->acts_memory);
     size_t N = (size_t)B * T;

@@ -52,13 +52,14 @@ run_suite emulator      ./tests/test_emulator
 run_suite gpu_emulated  bash tests/test_gpu_emulated.sh
 [ -f tests/torch_check.py ] && run_suite torch $TORCH_PY tests/torch_check.py
 if command -v "${NVCC:-nvcc}" > /dev/null; then
+    run_suite archs bash tests/test_archs.sh
     run_suite gpu ./tests/test_gpu
     run_suite gpu_bf16 ./tests/test_gpu_bf16
     run_suite gpu_cudnn ./tests/test_gpu_cudnn
 else  # the CUDA code is not even compiled: say so, rather than leave the GPU suites out silently
-    skipped=$((skipped + 3))
-    printf '%-16s %4s passed %3s failed %3d skipped\n' "gpu suites" - - 3
-    echo "  skipped: the GPU suites (tests/test_gpu, tests/test_gpu_bf16, tests/test_gpu_cudnn): nvcc is not installed, so the CUDA code was not compiled"
+    skipped=$((skipped + 4))
+    printf '%-16s %4s passed %3s failed %3d skipped\n' "gpu suites" - - 4
+    echo "  skipped: the GPU suites (tests/test_archs.sh, tests/test_gpu, tests/test_gpu_bf16, tests/test_gpu_cudnn): nvcc is not installed, so the CUDA code was not compiled"
 fi
 
 [ "$failed" -eq 0 ] && rm -rf "$logdir"

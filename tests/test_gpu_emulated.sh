@@ -2,30 +2,32 @@
 # The CUDA kernels' logic on every commit, without a GPU: the small cases of tests/test_gpu.cu (the trainer against
 # the CPU reference, gradient by gradient) on the CPU emulator, tools/cuda_emulator, which checks every shared-memory
 # access against its barriers, every device access against its allocation, every launch against the device's
-# limits. fp32 (tests/test_gpu_emu) and bf16 (tests/test_gpu_emu_bf16, with the tensor-core flash attention) run side
-# by side, a core each. The cases left out here (C > 2048, GPT-2 small's shape) are in tools/emulate_gpu.sh, with the
-# emulated trainer. EMU_CASES overrides the list (doctest's -tc filters, comma-separated).
-# Ends with "N passed, N failed" over the test cases of both precisions.
+# limits. fp32 (tests/test_gpu_emu) and bf16 (tests/test_gpu_emu_bf16, with the tensor-core flash attention) under
+# sm_90's limits, then bf16's attention cases (every layout) under the limits of each other supported generation (sm_80,
+# sm_86, sm_89: where shared memory per block differs, and head size 128 must fall back to the portable kernels on
+# sm_86/89), two at a time, a core each; then what the emulated trainer (tests/train_gpt2cu_emu) says on a device
+# its build has no code for and where the activations do not fit. The cases left out here (C > 2048, GPT-2 small's
+# shape) are in tools/emulate_gpu.sh. EMU_CASES overrides the list of the sm_90 runs (doctest's -tc filters,
+# comma-separated), EMU_DEVICE_CASES that of the others. Ends with "N passed, N failed": test cases and checks.
 set -u
 cd "$(dirname "$0")/.."
 CASES=${EMU_CASES:-"pre: *,post: *,siamese: *,siamese --*,siamese with both*,ten AdamW*,-r 1: *,flash attention*,long rows*,C not a multiple*,tensor-core flash*"}
+DEVICE_CASES=${EMU_DEVICE_CASES:-"flash attention*,tensor-core flash*"}
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
-pids=()
-for bin in tests/test_gpu_emu tests/test_gpu_emu_bf16; do
+for bin in tests/test_gpu_emu tests/test_gpu_emu_bf16 tests/train_gpt2cu_emu; do
     if [ ! -x "$bin" ]; then echo "$bin is not built (make $bin)"; echo "0 passed, 1 failed"; exit 1; fi
-    "$bin" -tc="$CASES" > "$logs/$(basename "$bin").log" 2>&1 &
-    pids+=($!)
 done
+# name, device, program, cases
+jobs=("fp32|sm_90|tests/test_gpu_emu|$CASES" "bf16|sm_90|tests/test_gpu_emu_bf16|$CASES")
+for d in sm_80 sm_86 sm_89; do jobs+=("bf16 on $d|$d|tests/test_gpu_emu_bf16|$DEVICE_CASES"); done
+
 passed=0 failed=0
-for i in 0 1; do
-    wait "${pids[$i]}"
-    rc=$?
-    name=$([ "$i" = 0 ] && echo fp32 || echo bf16)
-    log="$logs/$([ "$i" = 0 ] && echo test_gpu_emu || echo test_gpu_emu_bf16).log"
+report() {  # name, exit status, log: the job's CHECK lines and its doctest summary, counted
+    local name=$1 rc=$2 log=$3 line p f
     echo "=== $name"
-    grep -E "GRADCHECK|STEPCHECK|VARIANTCHECK|TCCHECK|EMU|ERROR|error:" "$log" | sed 's/^.*MESSAGE: //'
+    grep -E "GRADCHECK|STEPCHECK|VARIANTCHECK|TCCHECK|TCFALLBACK|EMU|ERROR|error:" "$log" | sed 's/^.*MESSAGE: //'
     # doctest's summary, e.g. "[doctest] test cases: 11 | 11 passed | 0 failed | 4 skipped" (skipped: the cases
     # the filter leaves out); echoed in other words, so that tests/run_all.sh reads the total below
     line=$(grep -E '^\[doctest\] test cases:' "$log" | tail -n 1)
@@ -38,6 +40,44 @@ for i in 0 1; do
     fi
     echo "$name: ${p:-0} test cases passed, ${f:-0} failed"
     passed=$((passed + p)) failed=$((failed + f))
+}
+# two jobs at a time, reported in the order of the list
+pids=()
+for i in "${!jobs[@]}"; do
+    IFS='|' read -r name device bin cases <<< "${jobs[$i]}"
+    if [ "$i" -ge 2 ]; then wait "${pids[$((i - 2))]}"; echo $? > "$logs/$((i - 2)).rc"; fi
+    EMU_DEVICE=$device "$bin" -tc="$cases" > "$logs/$i.log" 2>&1 &
+    pids+=($!)
 done
+for i in "${!jobs[@]}"; do
+    [ -f "$logs/$i.rc" ] || { wait "${pids[$i]}"; echo $? > "$logs/$i.rc"; }
+    IFS='|' read -r name device bin cases <<< "${jobs[$i]}"
+    report "$name" "$(cat "$logs/$i.rc")" "$logs/$i.log"
+done
+
+# the trainer on devices it cannot use as asked: one error line that says what to do, exit 1
+echo "=== the emulated trainer"
+trainer_says() {  # what, expected text, env..., -- trainer flags...
+    local what=$1 want=$2 envs=()
+    shift 2
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
+    env "${envs[@]}" tests/train_gpt2cu_emu -i data/kjv/kjv_train.bin -j data/kjv/kjv_val.bin --layers 2 \
+        --channels 64 --heads 2 -x 1 -v 0 -s 0 "$@" > "$logs/trainer.log" 2>&1
+    local rc=$? msg
+    msg=$(grep -m 1 "^error:" "$logs/trainer.log")
+    if [ $rc -eq 1 ] && grep -qE "$want" <<< "$msg"; then
+        echo "ok   - $what: $msg"; passed=$((passed + 1))
+    else
+        echo "FAIL - $what: exit status $rc, expected 1 and an error line matching '$want'; its output ends:"
+        tail -n 5 "$logs/trainer.log"; failed=$((failed + 1))
+    fi
+}
+trainer_says "a build without code for the device (sm_86 emulated, built for 80 and 90)" \
+    "no code for .*\(sm_86\): rebuild for it, make clean && make GPU_ARCHS=86" \
+    EMU_DEVICE=sm_86 EMU_BUILD_ARCHS="80 90" -- -b 2 -t 32
+trainer_says "activations beyond the device's memory (sm_86 emulated: 48 GiB)" \
+    "out of GPU memory: the activations of -b 4096 -t 1024 need .* GiB, .* are free; -b [0-9]+ fits, with -r 1 -b [0-9]+ fits, with --attention flash -r 1 -b [0-9]+ fits" \
+    EMU_DEVICE=sm_86 -- --max-seq-len 1024 -b 4096 -t 1024
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

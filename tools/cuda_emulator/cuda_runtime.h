@@ -62,8 +62,10 @@ enum cudaError_t {
     cudaErrorMemoryAllocation = 2,
     cudaErrorInvalidConfiguration = 9,
     cudaErrorInvalidDevicePointer = 17,
+    cudaErrorInvalidDeviceFunction = 98,
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
+    cudaErrorNoKernelImageForDevice = 209,
 };
 inline const char* cudaGetErrorString(cudaError_t e) {
     switch (e) {
@@ -72,6 +74,8 @@ inline const char* cudaGetErrorString(cudaError_t e) {
         case cudaErrorMemoryAllocation: return "out of memory";
         case cudaErrorInvalidConfiguration: return "invalid configuration argument";
         case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+        case cudaErrorInvalidDeviceFunction: return "invalid device function";
+        case cudaErrorNoKernelImageForDevice: return "no kernel image is available for execution on the device";
         case cudaErrorNoDevice: return "no CUDA-capable device is detected";
         case cudaErrorInvalidDevice: return "invalid device ordinal";
     }
@@ -84,6 +88,8 @@ inline const char* cudaGetErrorName(cudaError_t e) {
         case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
         case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
         case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
+        case cudaErrorInvalidDeviceFunction: return "cudaErrorInvalidDeviceFunction";
+        case cudaErrorNoKernelImageForDevice: return "cudaErrorNoKernelImageForDevice";
         case cudaErrorNoDevice: return "cudaErrorNoDevice";
         case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     }
@@ -272,6 +278,28 @@ template <typename K> cudaError_t cudaFuncSetAttribute(K kernel, cudaFuncAttribu
         return emu_fails(cudaErrorInvalidValue);
     }
     emu_max_dynamic_shared[(const void*)kernel] = bytes;
+    return cudaSuccess;
+}
+// cudaFuncGetAttributes is how a program asks whether its build holds code for the device: EMU_BUILD_ARCHS (a list
+// such as "80 86", unset: every generation) imitates a build for those architectures only, and on an emulated device
+// outside it the call fails as the driver's does, with cudaErrorNoKernelImageForDevice
+struct cudaFuncAttributes { size_t sharedSizeBytes; int maxThreadsPerBlock, numRegs, ptxVersion, binaryVersion; };
+template <typename K> cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, K) {
+    const EmuDevice& d = emu_device();
+    const char* archs = getenv("EMU_BUILD_ARCHS");
+    if (archs && *archs) {
+        char mine[8];
+        snprintf(mine, sizeof(mine), "%d%d", d.major, d.minor);
+        bool found = false;
+        for (const char* p = archs; *p;) {
+            size_t n = strcspn(p, " ,");
+            if (n == strlen(mine) && !strncmp(p, mine, n)) found = true;
+            p += n;
+            p += strspn(p, " ,");
+        }
+        if (!found) return emu_fails(cudaErrorNoKernelImageForDevice);
+    }
+    *a = {0, d.max_threads_per_block, 32, d.major * 10 + d.minor, d.major * 10 + d.minor};
     return cudaSuccess;
 }
 template <typename K> cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* n, K, int, size_t) {
