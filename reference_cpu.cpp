@@ -1,5 +1,6 @@
 /*
-reference_cpu.cpp: the plain CPU reference and trainer for GPT-2 in three residual/normalization layouts.
+reference_cpu.cpp: the plain CPU reference and trainer for GPT-2 in the residual/normalization layouts of the
+registry in host/layouts.h:
 
     pre      (GPT-2)                   x += Attn(LN1(x)); x += MLP(LN2(x));          logits from LN_f(x)
     post     (GPT-1, the Transformer)  x = LN1(x + Attn(x)); x = LN2(x + MLP(x));    logits from x
@@ -11,8 +12,9 @@ reference_cpu.cpp: the plain CPU reference and trainer for GPT-2 in three residu
 Everything is written out by hand in the spirit of llm.c's train_gpt2.c: each layer is a pair of functions,
 `op_forward` and `op_backward`, side by side. Backward functions ACCUMULATE (+=) into gradient buffers that are
 zeroed once per step, so a value that feeds several consumers simply collects their gradients: that is all the
-Y stream of SiameseNorm needs. The three layouts share one attention and one MLP; they differ only in the small
-"sub-layer boundary" and "head" functions further down, and nowhere else.
+Y stream of SiameseNorm needs. The layouts share one attention and one MLP; they differ only in the small
+"sub-layer boundary" and "head" functions further down, which switch on the kind of each sub-layer (pre, post,
+siamese: what the registry says sub-layer s is) and of the head, and nowhere else.
 
 The scalar type is `real`: float by default, double when built with -DREAL=double (the finite-difference tests).
 Define REFERENCE_CPU_NO_MAIN before including this file to use it as a library (the tests and the CUDA checks do).
@@ -406,12 +408,13 @@ static void crossentropy_softmax_backward(real* dlogits, const real* probs, cons
 typedef struct {
     real* x;         // (2L+1, B,T,C) the X stream entering each sub-layer s = 2l + k (k = 0 attention, 1 MLP);
                      //   x[0] = h0 = wte[tok] + wpe[pos], x[2L] leaves the last block. Pre/post: the only stream.
-    real* y;         // (2L+1, B,T,C) siamese: the Y stream, likewise (y[0] = h0 too)
-    real* ln;        // (2L, NLN, B,T,C) LayerNorm outputs at each boundary: pre LN(x) = u; siamese xh = LN_x(x),
-                     //   LN_y(y) and u = LN_in(xh + LN_y(y)); post has none here (its LN writes x[s+1] directly)
+    real* y;         // (2L+1, B,T,C) the second stream of two-stream layouts (siamese: Y), likewise (y[0] = h0)
+    real* ln;        // per sub-layer s, the LayerNorm outputs its kind keeps (kept_norms): pre u = LN(x); siamese
+                     //   xh = LN_x(x), LN_y(y) and u = LN_in(xh + LN_y(y)); post none (its LN writes x[s+1])
     real* ln_mean;   // (2L, 3, B,T) statistics of every LayerNorm, cached for the backward pass
     real* ln_rstd;   // (2L, 3, B,T)
-    real* sum;       // (2L, B,T,C) post: x + z, the input of the LN after the add; siamese: xh + LN_y(y)
+    real* sum;       // per sub-layer whose kind keeps one (B,T,C): post x + z, the input of the LN after the add;
+                     //   siamese xh + LN_y(y)
     real* qkv;       // (L, B,T,3C)
     real* preatt;    // (L, B,NH,T,T)
     real* att;       // (L, B,NH,T,T)
@@ -419,26 +422,66 @@ typedef struct {
     real* fch;       // (L, B,T,4C)
     real* fch_gelu;  // (L, B,T,4C)
     real* z;         // (2L, B,T,C) the sub-layer outputs z = F(u)
-    real* lnf;       // (3, B,T,C) head LayerNorm outputs: pre LN_f(x); siamese LN_xf(x), LN_yf(y), LN_f(.)
+    real* lnf;       // (head LayerNorms, B,T,C) head LayerNorm outputs: ln LN_f(x); siamese LN_xf(x), LN_yf(y), LN_f(.)
     real* lnf_mean;  // (3, B,T)
     real* lnf_rstd;  // (3, B,T)
-    real* head_sum;  // (B,T,C) siamese: LN_xf(x) + LN_yf(y)
+    real* head_sum;  // (B,T,C) siamese head: LN_xf(x) + LN_yf(y)
     real* logits;    // (B,T,Vp)
     real* probs;     // (B,T,Vp)
     real* losses;    // (B,T)
 } ActivationTensors;
 
+// What each kind of sub-layer keeps for its backward pass beyond the streams and z, in (B,T,C) tensors: its
+// LayerNorm outputs (in ActivationTensors::ln) and the sum that a LayerNorm reads (in ::sum).
+static int kept_norms(SubLayerKind k) {
+    switch (k) {
+        case SUBLAYER_PRE: return 1;      // u = LN(x)
+        case SUBLAYER_POST: return 0;     // its LN writes x[s+1]
+        case SUBLAYER_SIAMESE: return 3;  // xh, LN_y(y), u
+        default: unknown_kind("sub-layer kind", k);
+    }
+}
+static int kept_sums(SubLayerKind k) {
+    switch (k) {
+        case SUBLAYER_PRE: return 0;
+        case SUBLAYER_POST: return 1;     // x + z
+        case SUBLAYER_SIAMESE: return 1;  // xh + LN_y(y)
+        default: unknown_kind("sub-layer kind", k);
+    }
+}
+// the LayerNorm outputs the head keeps, in ActivationTensors::lnf
+static int head_kept_norms(HeadKind h) {
+    switch (h) {
+        case HEAD_LN: return 1;
+        case HEAD_IDENTITY: return 0;
+        case HEAD_SIAMESE: return 3;
+        default: unknown_kind("head kind", h);
+    }
+}
+
+// where sub-layer s's slices of ActivationTensors::ln and ::sum start, in (B,T,C) tensors: the count kept by the
+// sub-layers before it
+static void sublayer_offsets(const GPT2Config& c, int s, size_t* ln, size_t* sum) {
+    *ln = *sum = 0;
+    for (int r = 0; r < s; r++) {
+        SubLayerKind k = sublayer_kind(c, r);
+        *ln += kept_norms(k);
+        *sum += kept_sums(k);
+    }
+}
+
 static size_t point_activations(const GPT2Config& c, int B, int T, ActivationTensors* a, real* memory) {
     size_t C = c.channels, L = c.num_layers, NH = c.num_heads, Vp = c.padded_vocab_size, BT = (size_t)B * T;
-    int siamese = c.norm == NORM_SIAMESE;
-    size_t ln_outputs = c.norm == NORM_PRE ? 1 : c.norm == NORM_POST ? 0 : 3;
+    const LayoutInfo& layout = layout_of(c);
+    size_t norms, sums;  // over all sub-layers
+    sublayer_offsets(c, 2 * L, &norms, &sums);
     struct { real** ptr; size_t size; } list[] = {
         {&a->x, (2 * L + 1) * BT * C},
-        {&a->y, siamese ? (2 * L + 1) * BT * C : 0},
-        {&a->ln, 2 * L * ln_outputs * BT * C},
+        {&a->y, layout.streams == 2 ? (2 * L + 1) * BT * C : 0},
+        {&a->ln, norms * BT * C},
         {&a->ln_mean, 2 * L * LN_SLOTS * BT},
         {&a->ln_rstd, 2 * L * LN_SLOTS * BT},
-        {&a->sum, c.norm == NORM_PRE ? 0 : 2 * L * BT * C},
+        {&a->sum, sums * BT * C},
         {&a->qkv, L * BT * 3 * C},
         {&a->preatt, L * B * NH * T * T},
         {&a->att, L * B * NH * T * T},
@@ -446,10 +489,10 @@ static size_t point_activations(const GPT2Config& c, int B, int T, ActivationTen
         {&a->fch, L * BT * 4 * C},
         {&a->fch_gelu, L * BT * 4 * C},
         {&a->z, 2 * L * BT * C},
-        {&a->lnf, (size_t)(c.norm == NORM_POST ? 0 : ln_slots(c)) * BT * C},
+        {&a->lnf, (size_t)head_kept_norms(layout.head) * BT * C},
         {&a->lnf_mean, LN_SLOTS * BT},
         {&a->lnf_rstd, LN_SLOTS * BT},
-        {&a->head_sum, siamese ? BT * C : 0},
+        {&a->head_sum, layout.head == HEAD_SIAMESE ? BT * C : 0},
         {&a->logits, BT * Vp},
         {&a->probs, BT * Vp},
         {&a->losses, BT},
@@ -465,7 +508,7 @@ static size_t point_activations(const GPT2Config& c, int B, int T, ActivationTen
 // The slices of one sub-layer s, as the boundary functions see them (the same view serves the gradients).
 typedef struct {
     real *x, *x_next;                    // X stream entering and leaving the sub-layer (B,T,C)
-    real *y, *y_next;                    // Y stream (siamese)
+    real *y, *y_next;                    // Y stream (two-stream layouts)
     real* ln[LN_SLOTS];                  // LayerNorm outputs by slot; post: ln[LN_X] is x_next
     real *mean[LN_SLOTS], *rstd[LN_SLOTS];
     real* sum;                           // post: x + z; siamese: xh + LN_y(y)
@@ -473,13 +516,20 @@ typedef struct {
     real* z;                             // the output of F
 } SubLayerActs;
 
+// Sub-layer s's view. Some slices are another slice under a second name, and the backward pass relies on it: the
+// gradient a function accumulates into one name is the gradient of the other. The aliases, by kind:
+//
+//   kind      u                               ln[LN_X]     why
+//   pre       ln[LN_X] = LN(x)                its own      F reads the LayerNorm's output
+//   post      x                               x_next       F reads the stream itself; its LN writes x_next
+//   siamese   ln[LN_IN]  (--no-ln-in: sum)    its own      F reads LN_in's output (or the sum, with no LN_in)
 static SubLayerActs sublayer_acts(const GPT2Config& c, const ActivationTensors& a, int s, int B, int T) {
     size_t BTC = (size_t)B * T * c.channels, BT = (size_t)B * T;
     SubLayerActs v;
     memset(&v, 0, sizeof(v));
     v.x = a.x + s * BTC;
     v.x_next = a.x + (s + 1) * BTC;
-    if (c.norm == NORM_SIAMESE) {
+    if (layout_of(c).streams == 2) {
         v.y = a.y + s * BTC;
         v.y_next = a.y + (s + 1) * BTC;
     }
@@ -488,21 +538,23 @@ static SubLayerActs sublayer_acts(const GPT2Config& c, const ActivationTensors& 
         v.rstd[j] = a.ln_rstd + ((size_t)s * LN_SLOTS + j) * BT;
     }
     v.z = a.z + s * BTC;
-    switch (c.norm) {
-        case NORM_PRE:
-            v.ln[LN_X] = a.ln + s * BTC;
+    size_t ln_at, sum_at;
+    sublayer_offsets(c, s, &ln_at, &sum_at);
+    SubLayerKind kind = sublayer_kind(c, s);
+    for (int j = 0; j < kept_norms(kind); j++) v.ln[j] = a.ln + (ln_at + j) * BTC;
+    if (kept_sums(kind)) v.sum = a.sum + sum_at * BTC;
+    switch (kind) {
+        case SUBLAYER_PRE:
             v.u = v.ln[LN_X];  // u = LN(x)
             break;
-        case NORM_POST:
+        case SUBLAYER_POST:
             v.ln[LN_X] = v.x_next;  // x_next = LN(x + z)
-            v.sum = a.sum + s * BTC;
-            v.u = v.x;  // u = x
+            v.u = v.x;              // u = x
             break;
-        case NORM_SIAMESE:
-            for (int j = 0; j < 3; j++) v.ln[j] = a.ln + ((size_t)s * 3 + j) * BTC;
-            v.sum = a.sum + s * BTC;
+        case SUBLAYER_SIAMESE:
             v.u = (c.ablations & ABLATE_NO_LN_IN) ? v.sum : v.ln[LN_IN];  // u = LN_in(xh + LN_y(y))
             break;
+        default: unknown_kind("sub-layer kind", kind);
     }
     return v;
 }
@@ -573,27 +625,29 @@ static real* ln_w(ParameterTensors* p, const GPT2Config& c, int s, int j) { retu
 static real* ln_b(ParameterTensors* p, const GPT2Config& c, int s, int j) { return p->lnb[s % 2][j] + (s / 2) * c.channels; }
 
 // ----------------------------------------------------------------------------------------------------------------
-// The sub-layer boundary: how each layout turns its streams into the input u of F, and takes F's output z back.
-// This, and the head below, is the ONLY place where the three layouts differ.
+// The sub-layer boundary: how each kind of sub-layer (host/layouts.h) turns the streams into the input u of F, and
+// takes F's output z back. This, and the head below, is the ONLY place where the layouts differ.
 
 static void boundary_in_forward(GPT2* m, int s) {
     const GPT2Config& c = m->config;
     int N = m->B * m->T, C = c.channels;
     SubLayerActs a = sublayer_acts(c, m->acts, s, m->B, m->T);
     ParameterTensors* p = &m->params;
-    switch (c.norm) {
-        case NORM_PRE:  // u = LN(x)
+    SubLayerKind kind = sublayer_kind(c, s);
+    switch (kind) {
+        case SUBLAYER_PRE:  // u = LN(x)
             layernorm_forward(a.ln[LN_X], a.mean[LN_X], a.rstd[LN_X], a.x, ln_w(p, c, s, LN_X), ln_b(p, c, s, LN_X), N, C);
             break;
-        case NORM_POST:  // u = x; the norm comes after the add
+        case SUBLAYER_POST:  // u = x; the norm comes after the add
             break;
-        case NORM_SIAMESE:  // xh = LN_x(x);  u = LN_in(xh + LN_y(y))
+        case SUBLAYER_SIAMESE:  // xh = LN_x(x);  u = LN_in(xh + LN_y(y))
             layernorm_forward(a.ln[LN_X], a.mean[LN_X], a.rstd[LN_X], a.x, ln_w(p, c, s, LN_X), ln_b(p, c, s, LN_X), N, C);
             layernorm_forward(a.ln[LN_Y], a.mean[LN_Y], a.rstd[LN_Y], a.y, ln_w(p, c, s, LN_Y), ln_b(p, c, s, LN_Y), N, C);
             residual_forward(a.sum, a.ln[LN_X], a.ln[LN_Y], 1, (size_t)N * C);
             if (!(c.ablations & ABLATE_NO_LN_IN))
                 layernorm_forward(a.ln[LN_IN], a.mean[LN_IN], a.rstd[LN_IN], a.sum, ln_w(p, c, s, LN_IN), ln_b(p, c, s, LN_IN), N, C);
             break;
+        default: unknown_kind("sub-layer kind", kind);
     }
 }
 
@@ -603,18 +657,20 @@ static void boundary_out_forward(GPT2* m, int s) {
     size_t NC = (size_t)N * C;
     SubLayerActs a = sublayer_acts(c, m->acts, s, m->B, m->T);
     ParameterTensors* p = &m->params;
-    switch (c.norm) {
-        case NORM_PRE:  // x = x + z
+    SubLayerKind kind = sublayer_kind(c, s);
+    switch (kind) {
+        case SUBLAYER_PRE:  // x = x + z
             residual_forward(a.x_next, a.x, a.z, 1, NC);
             break;
-        case NORM_POST:  // x = LN(x + z)
+        case SUBLAYER_POST:  // x = LN(x + z)
             residual_forward(a.sum, a.x, a.z, 1, NC);
             layernorm_forward(a.x_next, a.mean[LN_X], a.rstd[LN_X], a.sum, ln_w(p, c, s, LN_X), ln_b(p, c, s, LN_X), N, C);
             break;
-        case NORM_SIAMESE:  // x = xh + z / c_l;  y = y + z
+        case SUBLAYER_SIAMESE:  // x = xh + z / c_l;  y = y + z
             residual_forward(a.x_next, a.ln[LN_X], a.z, (real)inv_depth_scale(c, s / 2), NC);
             residual_forward(a.y_next, a.y, a.z, 1, NC);
             break;
+        default: unknown_kind("sub-layer kind", kind);
     }
 }
 
@@ -626,19 +682,21 @@ static void boundary_out_backward(GPT2* m, int s) {
     SubLayerActs a = sublayer_acts(c, m->acts, s, m->B, m->T);
     SubLayerActs d = sublayer_acts(c, m->grads_acts, s, m->B, m->T);
     ParameterTensors *p = &m->params, *g = &m->grads;
-    switch (c.norm) {
-        case NORM_PRE:
+    SubLayerKind kind = sublayer_kind(c, s);
+    switch (kind) {
+        case SUBLAYER_PRE:
             residual_backward(d.x, d.z, d.x_next, 1, NC);
             break;
-        case NORM_POST:
+        case SUBLAYER_POST:
             layernorm_backward(d.sum, ln_w(g, c, s, LN_X), ln_b(g, c, s, LN_X), d.x_next, a.sum, ln_w(p, c, s, LN_X),
                                a.mean[LN_X], a.rstd[LN_X], N, C);
             residual_backward(d.x, d.z, d.sum, 1, NC);
             break;
-        case NORM_SIAMESE:  // dxh += dx_next;  dz += dx_next / c_l + dy_next;  dy += dy_next
+        case SUBLAYER_SIAMESE:  // dxh += dx_next;  dz += dx_next / c_l + dy_next;  dy += dy_next
             residual_backward(d.ln[LN_X], d.z, d.x_next, (real)inv_depth_scale(c, s / 2), NC);
             residual_backward(d.y, d.z, d.y_next, 1, NC);
             break;
+        default: unknown_kind("sub-layer kind", kind);
     }
 }
 
@@ -649,14 +707,15 @@ static void boundary_in_backward(GPT2* m, int s) {
     SubLayerActs a = sublayer_acts(c, m->acts, s, m->B, m->T);
     SubLayerActs d = sublayer_acts(c, m->grads_acts, s, m->B, m->T);
     ParameterTensors *p = &m->params, *g = &m->grads;
-    switch (c.norm) {
-        case NORM_PRE:
+    SubLayerKind kind = sublayer_kind(c, s);
+    switch (kind) {
+        case SUBLAYER_PRE:
             layernorm_backward(d.x, ln_w(g, c, s, LN_X), ln_b(g, c, s, LN_X), d.ln[LN_X], a.x, ln_w(p, c, s, LN_X),
                                a.mean[LN_X], a.rstd[LN_X], N, C);
             break;
-        case NORM_POST:  // u is x itself: F's backward already accumulated into dx
+        case SUBLAYER_POST:  // u is x itself: F's backward already accumulated into dx
             break;
-        case NORM_SIAMESE:
+        case SUBLAYER_SIAMESE:
             if (!(c.ablations & ABLATE_NO_LN_IN))
                 layernorm_backward(d.sum, ln_w(g, c, s, LN_IN), ln_b(g, c, s, LN_IN), d.ln[LN_IN], a.sum,
                                    ln_w(p, c, s, LN_IN), a.mean[LN_IN], a.rstd[LN_IN], N, C);
@@ -666,15 +725,18 @@ static void boundary_in_backward(GPT2* m, int s) {
             layernorm_backward(d.x, ln_w(g, c, s, LN_X), ln_b(g, c, s, LN_X), d.ln[LN_X], a.x, ln_w(p, c, s, LN_X),
                                a.mean[LN_X], a.rstd[LN_X], N, C);
             break;
+        default: unknown_kind("sub-layer kind", kind);
     }
 }
 
 // where the head leaves hf (in the activations) and where the classifier's backward writes dhf (in their gradients)
 static real* head_output(const GPT2Config& c, const ActivationTensors& a, size_t NC) {
-    switch (c.norm) {
-        case NORM_PRE: return a.lnf;                           // LN_f(x)
-        case NORM_POST: return a.x + 2 * c.num_layers * NC;    // x
-        default: return a.lnf + 2 * NC;                        // LN_f(LN_xf(x) + LN_yf(y))
+    HeadKind head = layout_of(c).head;
+    switch (head) {
+        case HEAD_LN: return a.lnf;                                // LN_f(x)
+        case HEAD_IDENTITY: return a.x + 2 * c.num_layers * NC;    // x
+        case HEAD_SIAMESE: return a.lnf + 2 * NC;                  // LN_f(LN_xf(x) + LN_yf(y))
+        default: unknown_kind("head kind", head);
     }
 }
 
@@ -686,13 +748,14 @@ static void head_forward(GPT2* m) {
     ActivationTensors* a = &m->acts;
     ParameterTensors* p = &m->params;
     real* x = a->x + 2 * c.num_layers * NC;
-    switch (c.norm) {
-        case NORM_PRE:  // hf = LN_f(x)
+    HeadKind head = layout_of(c).head;
+    switch (head) {
+        case HEAD_LN:  // hf = LN_f(x)
             layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, p->lnfw[0], p->lnfb[0], N, C);
             break;
-        case NORM_POST:  // hf = x, already normalized by the last block
+        case HEAD_IDENTITY:  // hf = x, already normalized by the last sub-layer
             break;
-        default: {  // hf = LN_f(LN_xf(x) + LN_yf(y))
+        case HEAD_SIAMESE: {  // hf = LN_f(LN_xf(x) + LN_yf(y))
             real* y = a->y + 2 * c.num_layers * NC;
             for (int j = 0; j < 2; j++)
                 layernorm_forward(a->lnf + j * NC, a->lnf_mean + j * N, a->lnf_rstd + j * N, j == LN_X ? x : y,
@@ -702,6 +765,7 @@ static void head_forward(GPT2* m) {
                               p->lnfb[2], N, C);
             break;
         }
+        default: unknown_kind("head kind", head);
     }
 }
 
@@ -713,13 +777,14 @@ static void head_backward(GPT2* m) {
     ParameterTensors *p = &m->params, *g = &m->grads;
     real* x = a->x + 2 * c.num_layers * NC;
     real* dx = d->x + 2 * c.num_layers * NC;
-    switch (c.norm) {
-        case NORM_PRE:
+    HeadKind head = layout_of(c).head;
+    switch (head) {
+        case HEAD_LN:
             layernorm_backward(dx, g->lnfw[0], g->lnfb[0], d->lnf, x, p->lnfw[0], a->lnf_mean, a->lnf_rstd, N, C);
             break;
-        case NORM_POST:  // the classifier's backward wrote into dx directly
+        case HEAD_IDENTITY:  // the classifier's backward wrote into dx directly
             break;
-        default: {
+        case HEAD_SIAMESE: {
             real* y = a->y + 2 * c.num_layers * NC;
             real* dy = d->y + 2 * c.num_layers * NC;
             layernorm_backward(d->head_sum, g->lnfw[2], g->lnfb[2], d->lnf + 2 * NC, a->head_sum, p->lnfw[2],
@@ -730,6 +795,7 @@ static void head_backward(GPT2* m) {
                                a->lnf_rstd + N, N, C);
             break;
         }
+        default: unknown_kind("head kind", head);
     }
 }
 
@@ -818,7 +884,7 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     ActivationTensors* a = &m->acts;
 
     encoder_forward(a->x, inputs, m->params.wte, m->params.wpe, B, T, C);  // x = h0
-    if (c.norm == NORM_SIAMESE) memcpy(a->y, a->x, (size_t)N * C * sizeof(real));  // y = h0
+    if (layout_of(c).streams == 2) memcpy(a->y, a->x, (size_t)N * C * sizeof(real));  // y = h0
     for (int s = 0; s < 2 * L; s++) {
         SubLayerActs v = sublayer_acts(c, *a, s, B, T);
         boundary_in_forward(m, s);
@@ -866,7 +932,7 @@ static void gpt2_backward(GPT2* m, real loss_scale = 1) {
     }
     // both streams start as h0, so h0 collects the gradients of both
     encoder_backward(m->grads.wte, m->grads.wpe, d->x, m->inputs, B, T, C);
-    if (c.norm == NORM_SIAMESE) encoder_backward(m->grads.wte, m->grads.wpe, d->y, m->inputs, B, T, C);
+    if (layout_of(c).streams == 2) encoder_backward(m->grads.wte, m->grads.wpe, d->y, m->inputs, B, T, C);
 }
 
 // sqrt of the sum of squared gradients, in double, summed in fixed chunks (the same for any thread count)

@@ -1,6 +1,6 @@
 /*
-train_gpt2.cu: the CUDA trainer for GPT-2 in three residual/normalization layouts, one GPU, bf16 mixed precision
-(the default) or float32 (make PRECISION=FP32; see cuda_common.cuh).
+train_gpt2.cu: the CUDA trainer for GPT-2 in the residual/normalization layouts of host/layouts.h (those whose row
+says cuda), one GPU, bf16 mixed precision (the default) or float32 (make PRECISION=FP32; see cuda_common.cuh).
 
     pre      (GPT-2)                   x += Attn(LN1(x)); x += MLP(LN2(x));          logits from LN_f(x)
     post     (GPT-1, the Transformer)  x = LN1(x + Attn(x)); x = LN2(x + MLP(x));    logits from x
@@ -18,11 +18,13 @@ a bias or a GELU go to cuBLASLt with the bias and GELU fused in); attention is m
 with a comment saying which thread owns which element. -r 1 recomputes the LayerNorm and GELU outputs in the
 backward pass instead of keeping them.
 
-How the layouts differ. Between two sub-layers (and after the embedding, and at the head) each layout does its
-normalization and residual work in ONE fused kernel per row, a "boundary": boundary b ends sub-layer b-1 (takes its
-output z) and starts sub-layer b (hands on its input u); boundary 0 follows the embedding and boundary 2L is the
-head. The three layouts share one attention and one MLP and differ only in boundary_forward_<layout> and
-boundary_backward_<layout>, one small function per layout and direction, further down.
+How the layouts differ. Between two sub-layers (and after the embedding, and at the head) the normalization and
+residual work is done in ONE fused kernel per row, a "boundary": boundary b ends sub-layer b-1 (takes its output z)
+and starts sub-layer b (hands on its input u); boundary 0 follows the embedding and boundary 2L is the head. The
+layouts share one attention and one MLP and differ only in boundary_forward_<kind> and boundary_backward_<kind>, one
+small function per kind of sub-layer (host/layouts.h: pre, post, siamese) and direction, further down; where a
+layout changes kind from one sub-layer to the next (Post-LN blocks, then Pre-LN ones) a boundary runs the end of
+one kind and the start of the other.
 
 Backward functions accumulate (+=) into the parameter gradients, zeroed once per step; activation gradients flow
 through a few (B,T,C) buffers that the backward pass reuses from layer to layer. Reductions are deterministic (no
@@ -844,12 +846,14 @@ static size_t parameter_bytes(void) { return 4 * sizeof(float) + (FLOATX_IS_FLOA
 typedef struct {
     floatX* x;         // (2L+1, B,T,C) the X stream at each boundary b: x[0] = h0, x[2L] leaves the last block.
                        //   Pre/post: the only stream.
-    floatX* y;         // (2L, B,T,C) siamese: the Y stream y_b for b = 1..2L (y_0 = h0 is x[0])
-    floatX* u;         // (2L, B,T,C) the input of sub-layer s: pre LN(x_s), siamese LN_in(xh + LN_y(y)); post: x_s.
+    floatX* y;         // (2L, B,T,C) two-stream layouts (siamese): the Y stream y_b for b = 1..2L (y_0 = h0 is x[0])
+    floatX* u;         // the input u_s of each sub-layer s that keeps one (B,T,C): pre LN(x_s), siamese
+                       //   LN_in(xh + LN_y(y)); a post sub-layer's u is x_s itself (boundary_u).
                        //   -r 1: (B,T,C), the current sub-layer's only, recomputed for the backward pass
-    floatX* sum;       // (2L, B,T,C) post: x_s + z_s, the input of the LayerNorm after sub-layer s
-    float* ln_mean;    // (2L+1, 3, B,T) LayerNorm statistics of boundary b by slot (LN_X, LN_Y, LN_IN)
-    float* ln_rstd;    // (2L+1, 3, B,T)
+    floatX* sum;       // per post sub-layer s (B,T,C): x_s + z_s, the input of the LayerNorm after it
+    float* ln_mean;    // (2L+1, BOUNDARY_NORMS, B,T) LayerNorm statistics of boundary b by slot (LN_X, LN_Y, LN_IN
+                       //   for the LayerNorms that start sub-layer b; LN_END for the one that ends post sub-layer b-1)
+    float* ln_rstd;    // (2L+1, BOUNDARY_NORMS, B,T)
     floatX* qkvr;      // (L, 3, B,NH,T,hs) q, k, v of each head, bias added; cuDNN: (L, B,T,3C), the qkv product's
                        //   rows with the bias, which cuDNN reads in place
     floatX* att;       // (L, B,NH,T,T) the causal softmax (materialized attention only)
@@ -857,7 +861,7 @@ typedef struct {
     floatX* atty;      // (L, B,T,C) attention output before its projection
     floatX* fch;       // (L, B,T,4C) fc output, bias added
     floatX* fch_gelu;  // (L, B,T,4C); -r 1: (B,T,4C), the current layer's only, recomputed from fch
-    floatX* hf;        // (B,T,C) pre/siamese: the head output (post: x[2L])
+    floatX* hf;        // (B,T,C) the head output, where the head has LayerNorms (the identity head's is x[2L])
     floatX* logits;    // (B,T,Vp), turned into dlogits in place by a training forward pass
     float* losses;     // (B,T)
     // scratch of the forward pass, reused by every layer
@@ -866,9 +870,9 @@ typedef struct {
     floatX* vaccum;    // (B,NH,T,hs) att @ v before the unpermute (materialized)
     // scratch of the backward pass
     floatX* dx;        // (B,T,C) dL/dx of the stream at the current boundary; pre: also dL/dz, post: also dL/du
-    floatX* dy;        // (B,T,C) siamese: dL/dy
-    floatX* dz;        // (B,T,C) siamese: dL/dz
-    floatX* du;        // (B,T,C) pre/siamese: dL/du (and dL/dhf)
+    floatX* dy;        // (B,T,C) two-stream layouts: dL/dy
+    floatX* dz;        // (B,T,C) two-stream layouts: dL/dz
+    floatX* du;        // (B,T,C) pre/siamese: dL/du (and dL/dhf where the head has LayerNorms)
     floatX* dfch;      // (B,T,4C) MLP: dL/dfch_gelu, then dL/dfch in place
     floatX* datty;     // (B,T,C)
     floatX* dvaccum;   // (B,NH,T,hs) (materialized)
@@ -882,6 +886,33 @@ typedef struct {
 // (cuDNN reads and writes 16-byte aligned tensors only)
 static size_t lse_layer_floats(size_t rows) { return (rows + 63) / 64 * 64; }
 
+// the statistics a boundary keeps per row: the LayerNorms that start sub-layer b by slot, then LN_END
+enum { LN_END = LN_SLOTS, BOUNDARY_NORMS = LN_SLOTS + 1 };
+
+// what a kind of sub-layer keeps in acts.u (its input u) and in acts.sum (the input of its closing LayerNorm)
+static int keeps_u(SubLayerKind k) {
+    switch (k) {
+        case SUBLAYER_PRE: return 1;
+        case SUBLAYER_POST: return 0;  // u is x
+        case SUBLAYER_SIAMESE: return 1;
+        default: unknown_kind("sub-layer kind", k);
+    }
+}
+static int keeps_sum(SubLayerKind k) {
+    switch (k) {
+        case SUBLAYER_PRE: return 0;
+        case SUBLAYER_POST: return 1;
+        case SUBLAYER_SIAMESE: return 0;  // recomputed from the statistics (siamese.cuh)
+        default: unknown_kind("sub-layer kind", k);
+    }
+}
+// how many of the sub-layers before s keep a u (keep = keeps_u) or a sum: s's index into acts.u or acts.sum
+static size_t kept_before(const GPT2Config& c, int s, int (*keep)(SubLayerKind)) {
+    size_t n = 0;
+    for (int r = 0; r < s; r++) n += keep(sublayer_kind(c, r));
+    return n;
+}
+
 // points the tensors into memory (null: only count); returns the bytes needed. Each tensor starts 256-aligned.
 // recompute (-r 1): u and fch_gelu are kept for one sub-layer only and recomputed in the backward pass.
 // attention: flash and cuDNN keep no T x T matrix (att, datt), but lse; cuDNN needs no permuted copies either (qkv,
@@ -892,21 +923,24 @@ static size_t point_activations(const GPT2Config& c, int B, int T, int recompute
     int materialized = attention == ATTENTION_MATERIALIZED, flash = attention == ATTENTION_FLASH;
     int cudnn = attention == ATTENTION_CUDNN;
     size_t NC = BT * C, att = materialized ? (size_t)B * NH * T * T : 0, rows = (size_t)B * NH * T;
-    int post = c.norm == NORM_POST, siamese = c.norm == NORM_SIAMESE;
-    size_t kept = recompute ? 1 : L;  // how many layers' u and fch_gelu are kept
+    const LayoutInfo& layout = layout_of(c);
+    int two = layout.streams == 2, hf = layout.head != HEAD_IDENTITY;
+    size_t us = kept_before(c, 2 * L, keeps_u), sums = kept_before(c, 2 * L, keeps_sum);
+    if (recompute) us = std::min(us, (size_t)1);  // -r 1: the current sub-layer's u only
+    size_t kept = recompute ? 1 : L;  // how many layers' fch_gelu are kept
     struct { floatX** ptr; size_t count; } xs[] = {
-        {&a->x, (2 * L + 1) * NC},        {&a->y, siamese ? 2 * L * NC : 0},  {&a->u, post ? 0 : 2 * kept * NC},
-        {&a->sum, post ? 2 * L * NC : 0}, {&a->qkvr, L * 3 * NC},             {&a->att, L * att},
+        {&a->x, (2 * L + 1) * NC},        {&a->y, two ? 2 * L * NC : 0},      {&a->u, us * NC},
+        {&a->sum, sums * NC},             {&a->qkvr, L * 3 * NC},             {&a->att, L * att},
         {&a->atty, L * NC},               {&a->fch, L * 4 * NC},              {&a->fch_gelu, kept * 4 * NC},
-        {&a->hf, post ? 0 : NC},          {&a->logits, BT * Vp},              {&a->z, NC},
+        {&a->hf, hf ? NC : 0},            {&a->logits, BT * Vp},              {&a->z, NC},
         {&a->qkv, cudnn ? 0 : 3 * NC},    {&a->vaccum, materialized ? NC : 0}, {&a->dx, NC},
-        {&a->dy, siamese ? NC : 0},       {&a->dz, siamese ? NC : 0},         {&a->du, post ? 0 : NC},
+        {&a->dy, two ? NC : 0},           {&a->dz, two ? NC : 0},             {&a->du, us || hf ? NC : 0},
         {&a->dfch, 4 * NC},               {&a->datty, NC},                    {&a->dvaccum, materialized ? NC : 0},
         {&a->dqkvr, cudnn ? 0 : 3 * NC},  {&a->dqkv, 3 * NC},                 {&a->datt, att},
     };
     struct { float** ptr; size_t count; } fs[] = {
-        {&a->ln_mean, (2 * L + 1) * LN_SLOTS * BT},
-        {&a->ln_rstd, (2 * L + 1) * LN_SLOTS * BT},
+        {&a->ln_mean, (2 * L + 1) * BOUNDARY_NORMS * BT},
+        {&a->ln_rstd, (2 * L + 1) * BOUNDARY_NORMS * BT},
         {&a->losses, BT},
         {&a->lse, materialized ? 0 : L * lse_layer_floats(rows)},
         {&a->attD, flash ? rows : 0},
@@ -951,9 +985,17 @@ struct GPT2 {
     int has_dlogits;  // the last forward pass left dlogits for gpt2_backward
 };
 
+// the layouts this trainer runs are those whose row in host/layouts.h says cuda
+static void check_cuda_layout(int norm) {
+    if (norm >= 0 && norm < NUM_LAYOUTS && !LAYOUTS[norm].cuda)
+        fail("the CUDA trainer runs the layouts %s; %s runs on the CPU trainer (./reference_cpu)",
+             layout_names(", ", " and ", 1).c_str(), LAYOUTS[norm].name);
+}
+
 // parameters, gradients and AdamW moments for model->config, zeroed
 static void gpt2_allocate_parameters(GPT2* model) {
     const GPT2Config& c = model->config;
+    check_cuda_layout(c.norm);
     model->tensors = parameter_table(c);
     model->num_parameters = count_parameters(c);
     size_t n = model->num_parameters, free_bytes = 0, total_bytes = 0;
@@ -1072,14 +1114,39 @@ static void gpt2_allocate_activations(GPT2* m, int B, int T) {
 static size_t NCof(const GPT2* m) { return (size_t)m->B * m->T * m->config.channels; }
 static floatX* stream_x(GPT2* m, int b) { return m->acts.x + b * NCof(m); }
 static floatX* stream_y(GPT2* m, int b) { return b == 0 ? m->acts.x : m->acts.y + (b - 1) * NCof(m); }
-// what boundary b hands on: the input u_b of sub-layer b, or the head output hf at b = 2L
+// What boundary b hands on: the input u_b of sub-layer b, or the head output hf at b = 2L. Two of them are another
+// tensor under a second name, and the backward pass relies on it (what it accumulates into one is the other's
+// gradient):
+//   a post sub-layer's u_b        is x_b             (F reads the stream itself)
+//   the identity head's hf        is x_2L            (the last post sub-layer's LayerNorm wrote it)
+// The others have their own: u_b in acts.u (its index among the sub-layers that keep one), hf in acts.hf.
 static floatX* boundary_u(GPT2* m, int b) {
-    if (m->config.norm == NORM_POST) return stream_x(m, b);  // u = x, and hf = x[2L]
-    if (b == 2 * m->config.num_layers) return m->acts.hf;
-    return m->acts.u + (m->recompute ? 0 : b * NCof(m));
+    const GPT2Config& c = m->config;
+    if (b == 2 * c.num_layers) {
+        HeadKind head = layout_of(c).head;
+        switch (head) {
+            case HEAD_LN: return m->acts.hf;
+            case HEAD_IDENTITY: return stream_x(m, b);
+            case HEAD_SIAMESE: return m->acts.hf;
+            default: unknown_kind("head kind", head);
+        }
+    }
+    SubLayerKind kind = sublayer_kind(c, b);
+    switch (kind) {
+        case SUBLAYER_POST: return stream_x(m, b);
+        case SUBLAYER_PRE:
+        case SUBLAYER_SIAMESE: return m->acts.u + (m->recompute ? 0 : kept_before(c, b, keeps_u) * NCof(m));
+        default: unknown_kind("sub-layer kind", kind);
+    }
 }
-static float* ln_mean(GPT2* m, int b, int slot) { return m->acts.ln_mean + ((size_t)b * LN_SLOTS + slot) * m->B * m->T; }
-static float* ln_rstd(GPT2* m, int b, int slot) { return m->acts.ln_rstd + ((size_t)b * LN_SLOTS + slot) * m->B * m->T; }
+// x_s + z_s, the input of the LayerNorm that ends post sub-layer s
+static floatX* post_sum(GPT2* m, int s) { return m->acts.sum + kept_before(m->config, s, keeps_sum) * NCof(m); }
+static float* ln_mean(GPT2* m, int b, int slot) {
+    return m->acts.ln_mean + ((size_t)b * BOUNDARY_NORMS + slot) * m->B * m->T;
+}
+static float* ln_rstd(GPT2* m, int b, int slot) {
+    return m->acts.ln_rstd + ((size_t)b * BOUNDARY_NORMS + slot) * m->B * m->T;
+}
 // layer l's log-sum-exp of each query (B, NH, T) (flash and cuDNN attention)
 static float* layer_lse(GPT2* m, int l) {
     return m->acts.lse + l * lse_layer_floats((size_t)m->B * m->config.num_heads * m->T);
@@ -1093,26 +1160,57 @@ template <typename T>
 static T* ln_b(ParameterTensorsT<T>* p, const GPT2Config& c, int b, int j) {
     return b < 2 * c.num_layers ? p->lnb[b % 2][j] + (size_t)(b / 2) * c.channels : p->lnfb[j];
 }
-// where the backward pass keeps dL/dz and dL/du (pre: dz is dx; post: dz and du are dx)
-static floatX* grad_dz(GPT2* m) { return m->config.norm == NORM_SIAMESE ? m->acts.dz : m->acts.dx; }
-static floatX* grad_du(GPT2* m) { return m->config.norm == NORM_POST ? m->acts.dx : m->acts.du; }
+// Where the backward pass keeps dL/dz_s and dL/du_s of sub-layer s, and with which beta F's backward writes du
+// (du = beta * du + ...): pre keeps dz in dx (x_{s+1} = x_s + z_s: the same gradient); post keeps both in dx (its
+// LayerNorm backward leaves dL/d(x_s + z_s) there, which is dz and, so far, dx; F's backward adds its du to it:
+// beta 1); siamese has a dz and a du of its own.
+static floatX* grad_dz(GPT2* m, int s) {
+    SubLayerKind kind = sublayer_kind(m->config, s);
+    switch (kind) {
+        case SUBLAYER_PRE: return m->acts.dx;
+        case SUBLAYER_POST: return m->acts.dx;
+        case SUBLAYER_SIAMESE: return m->acts.dz;
+        default: unknown_kind("sub-layer kind", kind);
+    }
+}
+static floatX* grad_du(GPT2* m, int s, float* beta) {
+    SubLayerKind kind = sublayer_kind(m->config, s);
+    switch (kind) {
+        case SUBLAYER_PRE: *beta = 0.0f; return m->acts.du;
+        case SUBLAYER_POST: *beta = 1.0f; return m->acts.dx;
+        case SUBLAYER_SIAMESE: *beta = 0.0f; return m->acts.du;
+        default: unknown_kind("sub-layer kind", kind);
+    }
+}
+// dL/dhf, which the classifier's backward writes (overwriting): into du, or dx where hf is x_2L (the identity head)
+static floatX* grad_dhf(GPT2* m) {
+    HeadKind head = layout_of(m->config).head;
+    switch (head) {
+        case HEAD_LN: return m->acts.du;
+        case HEAD_IDENTITY: return m->acts.dx;
+        case HEAD_SIAMESE: return m->acts.du;
+        default: unknown_kind("head kind", head);
+    }
+}
 
 // ----------------------------------------------------------------------------------------------------------------
-// The boundaries: the ONLY place where the three layouts differ (see the top of the file). Boundary b ends
-// sub-layer b-1 (its output is acts.z) and starts sub-layer b; b = 0 follows the embedding, b = 2L is the head.
+// The boundaries: the ONLY place where the layouts differ (see the top of the file). Boundary b ends sub-layer b-1
+// (its output is acts.z) and starts sub-layer b; b = 0 follows the embedding, b = 2L is the head.
 
-// Pre-Norm:  x_b = x_{b-1} + z;  u_b = LN(x_b)        (b = 0: u_0 = LN(h0);  b = 2L: hf = LN_f(x_2L))
-static void boundary_forward_pre(GPT2* m, int b) {
+// Pre-Norm:  x_b = x_{b-1} + z;  u_b = LN(x_b)        (b = 0: u_0 = LN(h0);  b = 2L: hf = LN_f(x_2L)). Without
+// `residual` (b = 0, or after a post sub-layer, whose LayerNorm already wrote x_b) only u_b = LN(x_b).
+static void boundary_forward_pre(GPT2* m, int b, int residual) {
     const GPT2Config& c = m->config;
     ParameterTensors* p = &m->params;
-    residual_layernorm_forward(b > 0 ? stream_x(m, b) : nullptr, boundary_u(m, b), ln_mean(m, b, LN_X),
-                               ln_rstd(m, b, LN_X), b > 0 ? stream_x(m, b - 1) : stream_x(m, 0),
-                               b > 0 ? m->acts.z : nullptr, ln_w(p, c, b, LN_X), ln_b(p, c, b, LN_X), m->B * m->T,
+    residual_layernorm_forward(residual ? stream_x(m, b) : nullptr, boundary_u(m, b), ln_mean(m, b, LN_X),
+                               ln_rstd(m, b, LN_X), residual ? stream_x(m, b - 1) : stream_x(m, b),
+                               residual ? m->acts.z : nullptr, ln_w(p, c, b, LN_X), ln_b(p, c, b, LN_X), m->B * m->T,
                                c.channels);
 }
 
 // dL/dx_b += LN'(dL/du_b): dx already holds dL/dx_{b+1}, which reached x_b through the identity. The result is
-// also dL/dz_{b-1}, which is why pre keeps dz and dx in one buffer. At the head dx starts from LN_f' alone.
+// also dL/dz_{b-1} (after a pre sub-layer), which is why pre keeps dz and dx in one buffer. At the head dx starts
+// from LN_f' alone.
 static void boundary_backward_pre(GPT2* m, int b) {
     const GPT2Config& c = m->config;
     ParameterTensors* p = &m->params;
@@ -1127,9 +1225,9 @@ static void boundary_forward_post(GPT2* m, int b) {
     if (b == 0) return;
     const GPT2Config& c = m->config;
     ParameterTensors* p = &m->params;
-    residual_layernorm_forward(m->acts.sum + (b - 1) * NCof(m), stream_x(m, b), ln_mean(m, b, LN_X),
-                               ln_rstd(m, b, LN_X), stream_x(m, b - 1), m->acts.z, ln_w(p, c, b - 1, LN_X),
-                               ln_b(p, c, b - 1, LN_X), m->B * m->T, c.channels);
+    residual_layernorm_forward(post_sum(m, b - 1), stream_x(m, b), ln_mean(m, b, LN_END), ln_rstd(m, b, LN_END),
+                               stream_x(m, b - 1), m->acts.z, ln_w(p, c, b - 1, LN_X), ln_b(p, c, b - 1, LN_X),
+                               m->B * m->T, c.channels);
 }
 
 // F's backward has already added dL/du_b into dx = dL/dx_b. Through x_b = LN(sum): dL/dsum = LN'(dx), which is
@@ -1139,9 +1237,9 @@ static void boundary_backward_post(GPT2* m, int b) {
     const GPT2Config& c = m->config;
     ParameterTensors* p = &m->params;
     GradTensors* g = &m->grads;
-    layernorm_backward(m->acts.dx, ln_w(g, c, b - 1, LN_X), ln_b(g, c, b - 1, LN_X), m->acts.dx,
-                       m->acts.sum + (b - 1) * NCof(m), ln_w(p, c, b - 1, LN_X), ln_mean(m, b, LN_X),
-                       ln_rstd(m, b, LN_X), m->B * m->T, c.channels, 0);
+    layernorm_backward(m->acts.dx, ln_w(g, c, b - 1, LN_X), ln_b(g, c, b - 1, LN_X), m->acts.dx, post_sum(m, b - 1),
+                       ln_w(p, c, b - 1, LN_X), ln_mean(m, b, LN_END), ln_rstd(m, b, LN_END), m->B * m->T,
+                       c.channels, 0);
 }
 
 // The three LayerNorms of siamese boundary b (LN_x, LN_y, LN_in; at the head LN_xf, LN_yf, LN_f) into the arguments
@@ -1204,21 +1302,28 @@ static void boundary_backward_siamese(GPT2* m, int b) {
 }
 
 // -r 1: u_s again, from what the forward pass kept of boundary s (its streams and LayerNorm statistics), into the
-// one u buffer, just before sub-layer s's backward pass reads it. Post-Norm has nothing to do (u_s is x_s).
+// one u buffer, just before sub-layer s's backward pass reads it. A post sub-layer has nothing to do (u_s is x_s).
 static void boundary_recompute_u(GPT2* m, int s) {
     const GPT2Config& c = m->config;
     ParameterTensors* p = &m->params;
     int N = m->B * m->T, C = c.channels;
-    if (c.norm == NORM_PRE) {
-        layernorm_recompute(boundary_u(m, s), stream_x(m, s), ln_mean(m, s, LN_X), ln_rstd(m, s, LN_X),
-                            ln_w(p, c, s, LN_X), ln_b(p, c, s, LN_X), N, C);
-    } else if (c.norm == NORM_SIAMESE) {
-        SiameseBoundaryGrad a;
-        memset(&a, 0, sizeof(a));
-        a.x = stream_x(m, s);
-        a.y = stream_y(m, s);
-        point_boundary_norms(m, s, &a);
-        siamese_u_recompute(a, boundary_u(m, s), N, C);
+    SubLayerKind kind = sublayer_kind(c, s);
+    switch (kind) {
+        case SUBLAYER_PRE:
+            layernorm_recompute(boundary_u(m, s), stream_x(m, s), ln_mean(m, s, LN_X), ln_rstd(m, s, LN_X),
+                                ln_w(p, c, s, LN_X), ln_b(p, c, s, LN_X), N, C);
+            break;
+        case SUBLAYER_POST: break;
+        case SUBLAYER_SIAMESE: {
+            SiameseBoundaryGrad a;
+            memset(&a, 0, sizeof(a));
+            a.x = stream_x(m, s);
+            a.y = stream_y(m, s);
+            point_boundary_norms(m, s, &a);
+            siamese_u_recompute(a, boundary_u(m, s), N, C);
+            break;
+        }
+        default: unknown_kind("sub-layer kind", kind);
     }
 }
 
@@ -1228,21 +1333,75 @@ static const floatX* backward_input(GPT2* m, int s) {
     return boundary_u(m, s);
 }
 
-static void boundary_forward(GPT2* m, int b) {
-    profile_part("norms");
-    switch (m->config.norm) {
-        case NORM_PRE: boundary_forward_pre(m, b); break;
-        case NORM_POST: boundary_forward_post(m, b); break;
-        default: boundary_forward_siamese(m, b); break;
+// Boundary b joins the end of sub-layer b-1 (none at b = 0) to the start of sub-layer b, or of the head at b = 2L,
+// which starts as the kind whose normalization it repeats: LN_f as pre, the identity as post, siamese's as siamese.
+static const int NO_SUBLAYER = -1;
+static int boundary_end(GPT2* m, int b) { return b > 0 ? (int)sublayer_kind(m->config, b - 1) : NO_SUBLAYER; }
+static SubLayerKind boundary_start(GPT2* m, int b) {
+    const GPT2Config& c = m->config;
+    if (b < 2 * c.num_layers) return sublayer_kind(c, b);
+    HeadKind head = layout_of(c).head;
+    switch (head) {
+        case HEAD_LN: return SUBLAYER_PRE;
+        case HEAD_IDENTITY: return SUBLAYER_POST;
+        case HEAD_SIAMESE: return SUBLAYER_SIAMESE;
+        default: unknown_kind("head kind", head);
     }
 }
 
+[[noreturn]] static void no_boundary(GPT2* m, int b, int end, SubLayerKind start) {
+    fail("internal: the CUDA trainer has no boundary from a %s sub-layer to a %s one (layout %s, boundary %d)",
+         SUBLAYER_KIND_NAMES[end], SUBLAYER_KIND_NAMES[start], layout_of(m->config).name, b);
+}
+
+// the fused boundary of one kind where both sides are of it; a post end, then a pre start, where the kind changes
+static void boundary_forward(GPT2* m, int b) {
+    profile_part("norms");
+    int end = boundary_end(m, b);
+    SubLayerKind start = boundary_start(m, b);
+    switch (start) {
+        case SUBLAYER_PRE:
+            if (end == SUBLAYER_POST) {
+                boundary_forward_post(m, b);
+                boundary_forward_pre(m, b, 0);
+            } else if (end == SUBLAYER_PRE || end == NO_SUBLAYER) {
+                boundary_forward_pre(m, b, end == SUBLAYER_PRE);
+            } else {
+                no_boundary(m, b, end, start);
+            }
+            break;
+        case SUBLAYER_POST:
+            if (end != SUBLAYER_POST && end != NO_SUBLAYER) no_boundary(m, b, end, start);
+            boundary_forward_post(m, b);
+            break;
+        case SUBLAYER_SIAMESE:
+            if (end != SUBLAYER_SIAMESE && end != NO_SUBLAYER) no_boundary(m, b, end, start);
+            boundary_forward_siamese(m, b);
+            break;
+        default: unknown_kind("sub-layer kind", start);
+    }
+}
+
+// the reverse: the start's backward, then the end's
 static void boundary_backward(GPT2* m, int b) {
     profile_part("norms");
-    switch (m->config.norm) {
-        case NORM_PRE: boundary_backward_pre(m, b); break;
-        case NORM_POST: boundary_backward_post(m, b); break;
-        default: boundary_backward_siamese(m, b); break;
+    int end = boundary_end(m, b);
+    SubLayerKind start = boundary_start(m, b);
+    switch (start) {
+        case SUBLAYER_PRE:
+            if (end != SUBLAYER_PRE && end != SUBLAYER_POST && end != NO_SUBLAYER) no_boundary(m, b, end, start);
+            boundary_backward_pre(m, b);
+            if (end == SUBLAYER_POST) boundary_backward_post(m, b);
+            break;
+        case SUBLAYER_POST:
+            if (end != SUBLAYER_POST && end != NO_SUBLAYER) no_boundary(m, b, end, start);
+            boundary_backward_post(m, b);
+            break;
+        case SUBLAYER_SIAMESE:
+            if (end != SUBLAYER_SIAMESE && end != NO_SUBLAYER) no_boundary(m, b, end, start);
+            boundary_backward_siamese(m, b);
+            break;
+        default: unknown_kind("sub-layer kind", start);
     }
 }
 
@@ -1420,15 +1579,16 @@ static void gpt2_backward(GPT2* m) {
     const GPT2Config& c = m->config;
     int B = m->B, T = m->T, C = c.channels, N = B * T, L = c.num_layers;
     ActivationTensors* a = &m->acts;
-    floatX *du = grad_du(m), *dz = grad_dz(m);
-    float du_beta = c.norm == NORM_POST ? 1.0f : 0.0f;  // post: du is dx, which already holds dL/dx
 
-    // logits = hf @ wte^T:  dhf = dlogits @ wte (into du; post: into dx, overwriting);  dwte += dlogits^T @ hf
+    // logits = hf @ wte^T:  dhf = dlogits @ wte (into du; the identity head: into dx, overwriting);
+    // dwte += dlogits^T @ hf
     profile_part("logits and loss");
-    matmul_backward(du, m->grads.wte, nullptr, a->logits, boundary_u(m, 2 * L), m->params.wte, N, C,
+    matmul_backward(grad_dhf(m), m->grads.wte, nullptr, a->logits, boundary_u(m, 2 * L), m->params.wte, N, C,
                     c.padded_vocab_size, 0.0f);
     boundary_backward(m, 2 * L);
     for (int s = 2 * L - 1; s >= 0; s--) {
+        float du_beta;
+        floatX *du = grad_du(m, s, &du_beta), *dz = grad_dz(m, s);
         if (s % 2 == 0) attention_block_backward(m, s / 2, backward_input(m, s), du, du_beta, dz);
         else mlp_block_backward(m, s / 2, backward_input(m, s), du, du_beta, dz);
         boundary_backward(m, s);
@@ -1507,6 +1667,7 @@ static void gpt2_free(GPT2* m) {
 
 static void train_backend_init(GPT2* m, const TrainOptions& o) {
     if (o.attention) m->attention = parse_attention(o.attention);  // before the device starts: a typo fails at once
+    check_cuda_layout(o.norm);
     gpu_init(o.tf32);
     m->recompute = o.recompute;  // before gpt2_allocate_activations, which sizes for it
 }

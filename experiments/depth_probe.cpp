@@ -12,8 +12,9 @@ Prints one CSV table on stdout (columns probe,index,stream,removed,value); progr
   rank,    k, -, "l1;l2;..", loss      the k blocks whose single removal hurt least (drop1 ranking), removed together
   lens,    s, x|y|joint, -, loss       logit lens at sub-layer boundary s = 0..2L (s = 2l + k, k = 0 before the
                                        attention of block l, 1 before its MLP; s = 2L leaves the last block):
-                                       the val loss of decoding that boundary's state through the head.
-                                       pre: LN_f(x_s); post: x_s (already normalized, as the head uses it);
+                                       the val loss of decoding that boundary's state through the layout's
+                                       head (host/layouts.h): LN_f(x_s) (pre);
+                                       x_s (post: already normalized, as the identity head uses it);
                                        siamese: x -> LN_f(LN_xf(x_s)), y -> LN_f(LN_yf(y_s)),
                                                 joint -> LN_f(LN_xf(x_s) + LN_yf(y_s)) (the real head at s = 2L)
   balance, s, -, -, share              siamese: the X stream's share of the LN_in input, measured on activations:
@@ -41,13 +42,14 @@ static double forward_skipping(GPT2* m, const int* inputs, const int* targets, i
     m->B = B;
     m->T = T;
     ActivationTensors* a = &m->acts;
+    int two_streams = layout_of(c).streams == 2;
     encoder_forward(a->x, inputs, m->params.wte, m->params.wpe, B, T, C);
-    if (c.norm == NORM_SIAMESE) memcpy(a->y, a->x, NC * sizeof(real));
+    if (two_streams) memcpy(a->y, a->x, NC * sizeof(real));
     for (int s = 0; s < 2 * L; s++) {
         SubLayerActs v = sublayer_acts(c, *a, s, B, T);
         if (skip[s / 2]) {  // the streams pass through the sub-layer unchanged
             memcpy(v.x_next, v.x, NC * sizeof(real));
-            if (c.norm == NORM_SIAMESE) memcpy(v.y_next, v.y, NC * sizeof(real));
+            if (two_streams) memcpy(v.y_next, v.y, NC * sizeof(real));
             continue;
         }
         boundary_in_forward(m, s);
@@ -151,8 +153,9 @@ int main(int argc, char** argv) {
     }
     int L = c.num_layers, C = c.channels, N = B * T, Vp = c.padded_vocab_size;
     size_t NC = (size_t)N * C;
-    int siamese = c.norm == NORM_SIAMESE;
-    fprintf(stderr, "depth_probe: %s, %s L=%d C=%d, %d batches of B=%d T=%d\n", ckpt, NORM_NAMES[c.norm], L, C, M, B, T);
+    HeadKind head = layout_of(c).head;
+    int siamese = head == HEAD_SIAMESE;  // the lens of each stream, and the balance of the two
+    fprintf(stderr, "depth_probe: %s, %s L=%d C=%d, %d batches of B=%d T=%d\n", ckpt, LAYOUTS[c.norm].name, L, C, M, B, T);
 
     // ---- base loss and the per-boundary probes, from the reference's own forward pass
     std::vector<double> lens_sum((2 * L + 1) * 3, 0.0), share_sum(2 * L + 1, 0.0);
@@ -166,14 +169,17 @@ int main(int argc, char** argv) {
         for (int s = 0; s <= 2 * L; s++) {
             const real* x = model.acts.x + s * NC;
             const int* tg = d.targets[i].data();
-            if (c.norm == NORM_POST) {
-                lens_sum[s * 3 + 0] += decode_loss(c, x, p->wte, tg, N, logits.data(), probs.data(), losses.data());
-                continue;
-            }
-            if (c.norm == NORM_PRE) {
-                layernorm_forward(h.data(), mean.data(), rstd.data(), x, p->lnfw[0], p->lnfb[0], N, C);
-                lens_sum[s * 3 + 0] += decode_loss(c, h.data(), p->wte, tg, N, logits.data(), probs.data(), losses.data());
-                continue;
+            switch (head) {  // the head applied to boundary s's state
+                case HEAD_IDENTITY:
+                    lens_sum[s * 3 + 0] += decode_loss(c, x, p->wte, tg, N, logits.data(), probs.data(), losses.data());
+                    continue;
+                case HEAD_LN:
+                    layernorm_forward(h.data(), mean.data(), rstd.data(), x, p->lnfw[0], p->lnfb[0], N, C);
+                    lens_sum[s * 3 + 0] +=
+                        decode_loss(c, h.data(), p->wte, tg, N, logits.data(), probs.data(), losses.data());
+                    continue;
+                case HEAD_SIAMESE: break;  // below
+                default: unknown_kind("head kind", head);
             }
             const real* y = model.acts.y + s * NC;
             // x alone: LN_f(LN_xf(x_s));  y alone: LN_f(LN_yf(y_s));  joint: LN_f(LN_xf(x_s) + LN_yf(y_s))
@@ -196,8 +202,9 @@ int main(int argc, char** argv) {
                 lens_sum[s * 3 + j] += decode_loss(c, out.data(), p->wte, tg, N, logits.data(), probs.data(), losses.data());
             }
         }
-        if (siamese) {  // the X share of the LN_in input at every sub-layer boundary, from the kept LN outputs
+        if (siamese) {  // the X share of the LN_in input at every siamese sub-layer, from the kept LN outputs
             for (int s = 0; s < 2 * L; s++) {
+                if (sublayer_kind(c, s) != SUBLAYER_SIAMESE) continue;
                 SubLayerActs a = sublayer_acts(c, model.acts, s, B, T);
                 for (int n = 0; n < N; n++) {
                     double nx = 0, ny = 0;

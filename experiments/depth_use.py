@@ -21,6 +21,7 @@ RESULTS_balance.png, RESULTS_lens.png and RESULTS.md (the printed tables).
                                                        # the CPU (slow at d12: hours on a few cores)
 """
 import argparse
+import json
 import math
 import os
 import subprocess
@@ -39,38 +40,15 @@ DEFAULT_LR = dict(cpu=3e-3, gpu=2e-3)
 
 
 def checkpoint_layout(path):
-    """The header of a checkpoint and where each named tensor lies in it: {name: (offset in floats, size)}, in the
-    order of parameter_specs (host/model_config.h). Checks the file size against the header."""
-    import array
-    with open(path, "rb") as f:
-        h = array.array("i")
-        h.frombytes(f.read(1024))
-    if sys.byteorder == "big":
-        h.byteswap()
-    if h[0] != 20240326 or h[1] != 3:
-        sys.exit("error: %s is not a float32 model checkpoint" % path)
-    maxT, V, L, NH, C, Vp, norm, ablations = h[2:10]
-    siamese = norm == 2
-    specs = [("wte", Vp * C), ("wpe", maxT * C)]
-    for k in (1, 2):
-        for slot in (("x", "y", "i") if siamese else ("",)):
-            specs += [("ln%d%sw" % (k, slot), L * C), ("ln%d%sb" % (k, slot), L * C)]
-        if k == 1:
-            specs += [("qkvw", L * 3 * C * C), ("qkvb", L * 3 * C), ("attprojw", L * C * C), ("attprojb", L * C)]
-        else:
-            specs += [("fcw", L * 4 * C * C), ("fcb", L * 4 * C), ("fcprojw", L * C * 4 * C), ("fcprojb", L * C)]
-    if norm == 0:
-        specs += [("lnfw", C), ("lnfb", C)]
-    elif siamese:
-        specs += [(n, C) for n in ("lnfxw", "lnfxb", "lnfyw", "lnfyb", "lnfw", "lnfb")]
-    total = sum(n for _, n in specs)
-    if os.path.getsize(path) != 1024 + 4 * total:
-        sys.exit("error: %s has %d bytes, the header implies %d" % (path, os.path.getsize(path), 1024 + 4 * total))
-    layout, off = {}, 0
-    for name, n in specs:
-        layout[name] = (off, n)
-        off += n
-    return dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, norm=norm, ablations=ablations), layout
+    """The configuration of a checkpoint and where each named tensor lies in it: {name: (offset in floats, size)},
+    from the program's own tensor table (./reference_cpu -e PATH --print-tensors), which also checks the file."""
+    res = subprocess.run([os.path.join(common.REPO, "reference_cpu"), "-e", path, "--print-tensors"],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        sys.exit("error: reference_cpu -e %s --print-tensors: %s" % (path, res.stderr.strip()))
+    table = json.loads(res.stdout)
+    layout = {t["name"]: (t["offset"], math.prod(t["shape"])) for t in table["tensors"]}
+    return dict(L=table["num_layers"], C=table["channels"], layout=table["layout"]), layout
 
 
 def read_tensor(path, layout, name):

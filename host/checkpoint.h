@@ -2,7 +2,8 @@
 host/checkpoint.h: the files a run writes and resumes from (the formats are documented in the README):
 
   - llm.c's model file: 256 int32 header (magic 20240326, version 3 = float32, maxT, V, L, NH, C, Vp, [8] layout,
-    [9] SiameseNorm's ablation bits), then the float32 parameters in parameter_table order
+    [9] SiameseNorm's ablation bits, [10] the layout's own setting), then the float32 parameters in
+    parameter_table order
   - our optimizer state beside it: AdamW's m and v and where the data loader stands, so that training resumes
     exactly
 
@@ -43,7 +44,9 @@ static void read_float_as(T* dst, size_t n, FILE* f, const char* path) {
 
 // ----------------------------------------------------------------------------------------------------------------
 // checkpoints: llm.c's model file. 256 int32 header (magic 20240326, version 3 = float32, maxT, V, L, NH, C, Vp,
-// header[8] = layout, header[9] = siamese ablation bits), then the float32 parameters in parameter_table order.
+// header[8] = layout (its row in LAYOUTS, host/layouts.h), header[9] = siamese ablation bits, header[10] = the
+// layout's own setting (0 = none; LayoutSetting in host/layouts.h), the rest 0; then the float32 parameters
+// in parameter_table order.
 
 static void checkpoint_header(const GPT2Config& c, int header[HEADER_INTS]) {
     memset(header, 0, HEADER_INTS * sizeof(int));
@@ -57,6 +60,7 @@ static void checkpoint_header(const GPT2Config& c, int header[HEADER_INTS]) {
     header[7] = c.padded_vocab_size;
     header[8] = c.norm;
     header[9] = c.ablations;
+    header[10] = c.layout_setting;
 }
 
 // Opens a checkpoint, checks its header and its size, and leaves the file positioned at the parameters.
@@ -76,18 +80,19 @@ static FILE* checkpoint_open(const char* path, GPT2Config* config) {
     c.padded_vocab_size = header[7];
     c.norm = header[8];
     c.ablations = header[9];
+    c.layout_setting = header[10];
     if (c.max_seq_len < 1 || c.max_seq_len > 1 << 20 || c.num_layers < 1 || c.num_layers > 1024 || c.channels < 1 ||
         c.channels > 1 << 16 || c.num_heads < 1 || c.padded_vocab_size < 1 || c.padded_vocab_size > 1 << 20)
         fail("'%s' has an implausible header (maxT=%d V=%d L=%d NH=%d C=%d Vp=%d)", path, c.max_seq_len,
              c.vocab_size, c.num_layers, c.num_heads, c.channels, c.padded_vocab_size);
-    for (int i = 10; i < HEADER_INTS; i++)
+    for (int i = 11; i < HEADER_INTS; i++)
         if (header[i] != 0) fail("'%s' has unknown header field %d = %d", path, i, header[i]);
     validate_config(c);
     long long expected = (long long)HEADER_INTS * 4 + (long long)count_parameters(c) * 4;
     long long actual = file_size_or_fail(path);
     if (actual != expected)
         fail("'%s' has %lld bytes, expected %lld for this %s model (%s)", path, actual, expected,
-             NORM_NAMES[c.norm], actual < expected ? "truncated" : "trailing data");
+             layout_of(c).name, actual < expected ? "truncated" : "trailing data");
     *config = c;
     return f;
 }

@@ -17,6 +17,8 @@ typedef struct {
     const char* prompt;     // --prompt: samples continue this text (nullptr: they start from the eot token)
     const char* attention;  // --attention: CUDA trainer only, materialized or flash (nullptr: the build's default)
     int layers, channels, heads, max_seq_len, vocab, norm, ablations;  // 0 (-1 for norm): not given
+    int setting_layout;     // the layout whose setting flag (LayoutSetting::flag) was given, -1: none
+    double setting_value;   // that flag's value
     int B, T, total_batch, warmup, max_steps, val_every, val_steps, sample_every, gen_tokens;
     int checkpoint_every, resume, overfit, tf32, eval_answers;
     int recompute;  // -r: CUDA trainer only, recompute GELU and LayerNorm outputs in the backward pass (0 or 1)
@@ -34,7 +36,13 @@ static void print_usage(const char* program) {
             "  -i <glob>   train token shards            (default data/kjv/kjv_train.bin)\n"
             "  -j <glob>   validation token shards       (default data/kjv/kjv_val.bin)\n"
             "  -e <model>  d12|d24|d36|d48 (GPT-2 small..XL shapes) or a checkpoint .bin to start from\n"
-            "  --norm <layout>    pre|post|siamese for a new model (default pre); checked against a checkpoint\n"
+            "  --norm <layout>    %s for a new model (default pre); checked against a checkpoint\n",
+            program, layout_names("|", "|").c_str());
+    for (const LayoutInfo& l : LAYOUTS)  // the layouts' own settings (host/layouts.h)
+        if (l.setting.flag)
+            fprintf(stderr, "  %-18s --norm %s: %s (default %g)\n", (std::string(l.setting.flag) + " F").c_str(),
+                    l.name, l.setting.meaning, l.setting.default_value);
+    fprintf(stderr,
             "  --layers N --channels N --heads N --max-seq-len N   free model shape (default 4, 128, 4, 1024)\n"
             "  --vocab N          vocabulary of a new model (default: from the shard header)\n"
             "  --no-depth-scale   siamese ablation: c_l = 1\n"
@@ -66,8 +74,7 @@ static void print_usage(const char* program) {
             "              of keeping them, for less memory (default 0; the CPU trainer rejects -r 1)\n"
             "  --attention materialized|flash   CUDA trainer only: the attention kernels (default: the build's,\n"
             "              make ATTENTION=...)\n"
-            "  threads (CPU): OMP_NUM_THREADS\n",
-            program);
+            "  threads (CPU): OMP_NUM_THREADS\n");
 }
 
 static long parse_int(const char* flag, const char* s) {
@@ -94,10 +101,18 @@ static int parse_positive(const char* flag, const char* s) {
     return (int)v;
 }
 
+// --norm NAME: a row of the layout registry (host/layouts.h)
 static int parse_norm(const char* s) {
-    for (int i = 0; i < 3; i++)
-        if (strcmp(s, NORM_NAMES[i]) == 0) return i;
-    fail("--norm expects pre, post or siamese, got '%s'", s);
+    int i = find_layout(s);
+    if (i < 0) fail("--norm expects %s, got '%s'", layout_names(", ", " or ").c_str(), s);
+    return i;
+}
+
+// the layout whose setting flag `flag` is (LayoutSetting::flag), or -1
+static int setting_flag_layout(const char* flag) {
+    for (int i = 0; i < NUM_LAYOUTS; i++)
+        if (LAYOUTS[i].setting.flag && strcmp(flag, LAYOUTS[i].setting.flag) == 0) return i;
+    return -1;
 }
 
 // Parses and checks the flags; impossible values are caught here, before any work is done.
@@ -107,6 +122,7 @@ static TrainOptions parse_options(int argc, char** argv) {
     o.train_pattern = "data/kjv/kjv_train.bin";
     o.val_pattern = "data/kjv/kjv_val.bin";
     o.norm = -1;
+    o.setting_layout = -1;
     o.B = 8, o.T = 128, o.total_batch = -1, o.max_steps = -1, o.val_every = 20, o.val_steps = 20;
     o.sample_every = 20, o.gen_tokens = 64;
     o.lr = 3e-4, o.final_frac = 1.0, o.grad_clip = 1.0, o.temperature = 1.0;
@@ -131,6 +147,8 @@ static TrainOptions parse_options(int argc, char** argv) {
         else if (!strcmp(f, "--tokenizer")) o.tokenizer = v;
         else if (!strcmp(f, "--attention")) o.attention = v;
         else if (!strcmp(f, "--norm")) o.norm = parse_norm(v);
+        else if (setting_flag_layout(f) >= 0)
+            o.setting_layout = setting_flag_layout(f), o.setting_value = parse_double(f, v);
         else if (!strcmp(f, "--layers")) o.layers = parse_positive(f, v);
         else if (!strcmp(f, "--channels")) o.channels = parse_positive(f, v);
         else if (!strcmp(f, "--heads")) o.heads = parse_positive(f, v);
@@ -208,13 +226,27 @@ static void requested_shape(const TrainOptions& o, int* L, int* C, int* NH) {
     if (o.layers || o.channels || o.heads) fail("-e %s fixes the shape; drop --layers/--channels/--heads", o.model);
 }
 
+// The layout setting (header[10]) of a model of the layout `norm` with L blocks: from its flag, if given (which
+// must be that layout's), else its default; 0 for a layout without one.
+static int layout_setting_from_flags(const TrainOptions& o, int norm, int L) {
+    const LayoutInfo& layout = LAYOUTS[norm];
+    if (o.setting_layout >= 0 && o.setting_layout != norm)
+        fail("%s applies to --norm %s only (the model is %s)", LAYOUTS[o.setting_layout].setting.flag,
+             LAYOUTS[o.setting_layout].name, layout.name);
+    if (o.setting_layout < 0) return default_layout_setting(norm, L);
+    return layout.setting.from_flag(o.setting_value, L);
+}
+
 // The configuration of a new model from the flags (default shape 4 layers, 128 channels, 4 heads, maxT 1024);
 // data_vocab comes from the shard headers.
 static GPT2Config new_model_config(const TrainOptions& o, int data_vocab) {
     int L, C, NH;
     requested_shape(o, &L, &C, &NH);
-    GPT2Config c = make_config(L ? L : 4, C ? C : 128, NH ? NH : 4, o.max_seq_len ? o.max_seq_len : 1024,
-                               o.vocab ? o.vocab : data_vocab, o.norm == -1 ? NORM_PRE : o.norm, o.ablations);
+    L = L ? L : 4;
+    int norm = o.norm == -1 ? NORM_PRE : o.norm;
+    GPT2Config c = make_config(L, C ? C : 128, NH ? NH : 4, o.max_seq_len ? o.max_seq_len : 1024,
+                               o.vocab ? o.vocab : data_vocab, norm, o.ablations,
+                               layout_setting_from_flags(o, norm, L));
     validate_config(c);
     return c;
 }
@@ -223,9 +255,12 @@ static GPT2Config new_model_config(const TrainOptions& o, int data_vocab) {
 // command that started a run also resumes it.
 static void check_loaded_config(const GPT2Config& c, const TrainOptions& o) {
     if (o.norm != -1 && o.norm != c.norm)
-        fail("the checkpoint is %s but --norm %s was given", NORM_NAMES[c.norm], NORM_NAMES[o.norm]);
+        fail("the checkpoint is %s but --norm %s was given", layout_of(c).name, LAYOUTS[o.norm].name);
     if (o.ablations && o.ablations != c.ablations)
         fail("ablation flags differ from the checkpoint's (header[9] = %d)", c.ablations);
+    if (o.setting_layout >= 0 && layout_setting_from_flags(o, c.norm, c.num_layers) != c.layout_setting)
+        fail("%s %g gives another %s than the checkpoint's (header[10] = %d)", layout_of(c).setting.flag,
+             o.setting_value, layout_of(c).setting.meaning, c.layout_setting);
     int L, C, NH;
     requested_shape(o, &L, &C, &NH);
     if ((L && L != c.num_layers) || (C && C != c.channels) || (NH && NH != c.num_heads) ||

@@ -1,8 +1,8 @@
 /*
 host/model_config.h: the model's shape and layout, and the parameter table that fixes the checkpoint order.
 
-  - GPT2Config: the shape (L, C, NH, maxT, V and the padded Vp) and the layout (pre, post, siamese) with
-    SiameseNorm's ablation bits; c_l, SiameseNorm's depth scale
+  - GPT2Config: the shape (L, C, NH, maxT, V and the padded Vp) and the layout (a row of the registry in
+    host/layouts.h) with its ablation bits and its own setting; c_l, SiameseNorm's depth scale
   - ParameterTensorsT: named pointers into the one parameter buffer; parameter_specs: the tensors of a layout in
     checkpoint order with their shapes; parameter_table: the same as offsets (what the optimizer walks over)
   - the checks of a configuration and of a batch against it; the table as JSON (--print-tensors)
@@ -14,17 +14,12 @@ Nothing here depends on the scalar type of the model math.
 #include <initializer_list>
 #include <string>
 #include <vector>
+#include "layouts.h"
 #include "utils.h"
 
 // ----------------------------------------------------------------------------------------------------------------
 // model configuration and file-format constants (the contracts are documented in the README)
 
-enum NormLayout { NORM_PRE = 0, NORM_POST = 1, NORM_SIAMESE = 2 };
-static const char* const NORM_NAMES[] = {"pre", "post", "siamese"};
-
-// SiameseNorm ablations, header[9] of the checkpoint (0 for the full method and for pre/post)
-enum { ABLATE_NO_DEPTH_SCALE = 1,  // c_l = 1 instead of sqrt(2(l+1))
-       ABLATE_NO_LN_IN = 2 };      // the normalized input LN_in becomes the identity
 typedef struct {
     int max_seq_len;        // maxT, rows of wpe
     int vocab_size;         // V, e.g. 50257 (GPT-2 BPE) or 256 (bytes)
@@ -32,14 +27,15 @@ typedef struct {
     int num_layers;         // L
     int num_heads;          // NH
     int channels;           // C
-    int norm;               // NormLayout
-    int ablations;          // ABLATE_* bits, siamese only
+    int norm;               // the layout: its row in LAYOUTS (host/layouts.h), header[8]
+    int ablations;          // ABLATE_* bits, header[9]: the layouts that take them (siamese)
+    int layout_setting;     // the layout's own setting, header[10]: 0 = none (see LayoutSetting)
 } GPT2Config;
 
 static int pad_vocab(int V) { return (V + 127) / 128 * 128; }
 
 // a model shape, the padded vocabulary derived from V
-static GPT2Config make_config(int L, int C, int NH, int maxT, int V, int norm, int ablations = 0) {
+static GPT2Config make_config(int L, int C, int NH, int maxT, int V, int norm, int ablations = 0, int setting = 0) {
     GPT2Config c;
     c.max_seq_len = maxT;
     c.vocab_size = V;
@@ -49,13 +45,31 @@ static GPT2Config make_config(int L, int C, int NH, int maxT, int V, int norm, i
     c.channels = C;
     c.norm = norm;
     c.ablations = ablations;
+    c.layout_setting = setting;
     return c;
 }
 
-// The three LayerNorm slots of a sub-layer boundary and of the head. Pre and post use only LN_X (the norm on the
-// single stream x: LN1/LN2 and LN_f); siamese uses all three: LN_x, LN_y and LN_in (LN_xf, LN_yf, LN_f at the head).
-enum { LN_X = 0, LN_Y = 1, LN_IN = 2, LN_SLOTS = 3 };
-static int ln_slots(const GPT2Config& c) { return c.norm == NORM_SIAMESE ? 3 : 1; }
+// the layout's row in the registry; what sub-layer s = 2l + k of the model is (host/layouts.h)
+static const LayoutInfo& layout_of(const GPT2Config& c) {
+    if (c.norm < 0 || c.norm >= NUM_LAYOUTS) fail("unknown layout %d (%s)", c.norm, layout_names(", ", " or ").c_str());
+    return LAYOUTS[c.norm];
+}
+static SubLayerKind sublayer_kind(const GPT2Config& c, int s) {
+    return layout_of(c).kind(s, c.num_layers, c.layout_setting);
+}
+
+// the layout's own setting (header[10]) for a model of L blocks when no flag gives one: its default (0: none)
+static int default_layout_setting(int norm, int L) {
+    const LayoutSetting& setting = LAYOUTS[norm].setting;
+    return setting.flag ? setting.from_flag(setting.default_value, L) : 0;
+}
+
+// the layout's name, and its own setting where it has one: "NAME (MEANING: N)"
+static std::string layout_description(const GPT2Config& c) {
+    const LayoutInfo& layout = layout_of(c);
+    if (!layout.setting.flag) return layout.name;
+    return std::string(layout.name) + " (" + layout.setting.meaning + ": " + std::to_string(c.layout_setting) + ")";
+}
 
 // depth-wise scale 1/c_l of block l on the X stream, c_l = sqrt(2(l+1))
 static double inv_depth_scale(const GPT2Config& c, int l) {
@@ -94,7 +108,9 @@ struct TensorSpecT {
     size_t shape[3];
 };
 
-// The tensors of a layout in checkpoint order. Pre-Norm is llm.c's exact order, so GPT-2 files load unchanged.
+// The tensors of a layout in checkpoint order: the embeddings, then for the attention and the MLP the layout's
+// boundary LayerNorms (its row in LAYOUTS) before the sub-layer's weights, then the head's LayerNorms. Pre-Norm is
+// llm.c's exact order, so GPT-2 files load unchanged.
 template <typename T>
 static std::vector<TensorSpecT<T>> parameter_specs(const GPT2Config& c, ParameterTensorsT<T>* p) {
     size_t C = c.channels, L = c.num_layers, Vp = c.padded_vocab_size, maxT = c.max_seq_len;
@@ -105,17 +121,13 @@ static std::vector<TensorSpecT<T>> parameter_specs(const GPT2Config& c, Paramete
         for (size_t d : shape) t.size *= d, t.shape[i++] = d;
         s.push_back(t);
     };
+    const LayoutInfo& layout = layout_of(c);
     add("wte", &p->wte, 1, {Vp, C});
     add("wpe", &p->wpe, 1, {maxT, C});
-    static const char* const SIAMESE_LN[2][3][2] = {{{"ln1xw", "ln1xb"}, {"ln1yw", "ln1yb"}, {"ln1iw", "ln1ib"}},
-                                                    {{"ln2xw", "ln2xb"}, {"ln2yw", "ln2yb"}, {"ln2iw", "ln2ib"}}};
-    static const char* const PLAIN_LN[2][2] = {{"ln1w", "ln1b"}, {"ln2w", "ln2b"}};
-    for (int k = 0; k < 2; k++) {  // k = 0: the boundary before attention, k = 1: before the MLP
-        for (int j = 0; j < ln_slots(c); j++) {
-            const char* wname = c.norm == NORM_SIAMESE ? SIAMESE_LN[k][j][0] : PLAIN_LN[k][0];
-            const char* bname = c.norm == NORM_SIAMESE ? SIAMESE_LN[k][j][1] : PLAIN_LN[k][1];
-            add(wname, &p->lnw[k][j], 0, {L, C});
-            add(bname, &p->lnb[k][j], 0, {L, C});
+    for (int k = 0; k < 2; k++) {  // k = 0: the boundary of the attention, k = 1: of the MLP
+        for (int j = 0; j < layout.norms; j++) {
+            add(layout.norm_names[(k * layout.norms + j) * 2], &p->lnw[k][j], 0, {L, C});
+            add(layout.norm_names[(k * layout.norms + j) * 2 + 1], &p->lnb[k][j], 0, {L, C});
         }
         if (k == 0) {
             add("qkvw", &p->qkvw, 1, {L, 3 * C, C});
@@ -129,15 +141,9 @@ static std::vector<TensorSpecT<T>> parameter_specs(const GPT2Config& c, Paramete
             add("fcprojb", &p->fcprojb, 0, {L, C});
         }
     }
-    if (c.norm == NORM_PRE) {
-        add("lnfw", &p->lnfw[0], 0, {C});
-        add("lnfb", &p->lnfb[0], 0, {C});
-    } else if (c.norm == NORM_SIAMESE) {
-        static const char* const HEAD[3][2] = {{"lnfxw", "lnfxb"}, {"lnfyw", "lnfyb"}, {"lnfw", "lnfb"}};
-        for (int j = 0; j < 3; j++) {
-            add(HEAD[j][0], &p->lnfw[j], 0, {C});
-            add(HEAD[j][1], &p->lnfb[j], 0, {C});
-        }
+    for (int j = 0; j < layout.head_norms; j++) {
+        add(layout.head_norm_names[2 * j], &p->lnfw[j], 0, {C});
+        add(layout.head_norm_names[2 * j + 1], &p->lnfb[j], 0, {C});
     }
     return s;
 }
@@ -185,9 +191,19 @@ static void validate_config(const GPT2Config& c) {
     if (c.channels % c.num_heads != 0) fail("channels (%d) must be divisible by heads (%d)", c.channels, c.num_heads);
     if (c.vocab_size > 65536) fail("vocabulary %d does not fit the uint16 token shards", c.vocab_size);
     if (c.padded_vocab_size < c.vocab_size) fail("padded vocabulary %d < vocabulary %d", c.padded_vocab_size, c.vocab_size);
-    if (c.norm < 0 || c.norm > 2) fail("unknown layout %d (0 pre, 1 post, 2 siamese)", c.norm);
+    const LayoutInfo& layout = layout_of(c);
     if (c.ablations & ~(ABLATE_NO_DEPTH_SCALE | ABLATE_NO_LN_IN)) fail("unknown ablation bits %d", c.ablations);
-    if (c.ablations && c.norm != NORM_SIAMESE) fail("the ablations apply to the siamese layout only");
+    if (c.ablations & ~layout.ablations) {
+        std::string takers;
+        for (const LayoutInfo& other : LAYOUTS)
+            if (other.ablations) takers += std::string(takers.empty() ? "" : ", ") + other.name;
+        fail("the ablations apply to the %s layout only (not %s)", takers.c_str(), layout.name);
+    }
+    if (!layout.setting.flag && c.layout_setting != 0)
+        fail("the %s layout has no setting of its own, but header[10] = %d", layout.name, c.layout_setting);
+    if (layout.setting.flag && !layout.setting.valid(c.layout_setting, c.num_layers))
+        fail("%s at L=%d: %d is not a valid %s (header[10])", layout.name, c.num_layers, c.layout_setting,
+             layout.setting.meaning);
 }
 
 // the checks both trainers' forward passes make of a batch (B, T) before running it: its shape against the model
@@ -205,15 +221,16 @@ static void check_batch(const GPT2Config& c, const int* inputs, const int* targe
     }
 }
 
-// --print-tensors: the tensor table of a model as one JSON object: the configuration, then each tensor in
-// checkpoint order with its offset (in float32 elements after the 256-int header), shape and whether weight decay
-// applies. The Python tools and tests read checkpoints through it instead of keeping their own copy of the order.
+// --print-tensors: the tensor table of a model as one JSON object: the configuration (the layout by name, its
+// ablation bits and its own setting as header[9] and header[10] hold them), then each tensor in checkpoint order
+// with its offset (in float32 elements after the 256-int header), shape and whether weight decay applies. The
+// Python tools and tests read checkpoints through it instead of keeping their own copy of the order.
 static void print_tensor_table(const GPT2Config& c) {
-    printf("{\"layout\": \"%s\", \"ablations\": %d, \"max_seq_len\": %d, \"vocab_size\": %d, "
-           "\"padded_vocab_size\": %d, \"num_layers\": %d, \"num_heads\": %d, \"channels\": %d, "
-           "\"header_ints\": %d, \"num_parameters\": %zu,\n \"tensors\": [",
-           NORM_NAMES[c.norm], c.ablations, c.max_seq_len, c.vocab_size, c.padded_vocab_size, c.num_layers,
-           c.num_heads, c.channels, HEADER_INTS, count_parameters(c));
+    printf("{\"layout\": \"%s\", \"ablations\": %d, \"layout_setting\": %d, \"max_seq_len\": %d, "
+           "\"vocab_size\": %d, \"padded_vocab_size\": %d, \"num_layers\": %d, \"num_heads\": %d, "
+           "\"channels\": %d, \"header_ints\": %d, \"num_parameters\": %zu,\n \"tensors\": [",
+           layout_of(c).name, c.ablations, c.layout_setting, c.max_seq_len, c.vocab_size, c.padded_vocab_size,
+           c.num_layers, c.num_heads, c.channels, HEADER_INTS, count_parameters(c));
     std::vector<TensorInfo> table = parameter_table(c);
     for (size_t i = 0; i < table.size(); i++) {
         const TensorInfo& t = table[i];

@@ -210,7 +210,7 @@ static int train_main(int argc, char** argv) {
 
     std::vector<std::pair<std::string, std::string>> rows;
     char line[256];
-    rows.push_back({"layout", NORM_NAMES[cfg.norm]});
+    rows.push_back({"layout", layout_description(cfg)});
     if (cfg.ablations)
         rows.push_back({"ablations", cfg.ablations == 3   ? "no depth scale (c_l = 1), no LN_in"
                                      : cfg.ablations == 1 ? "no depth scale (c_l = 1)"

@@ -1,7 +1,7 @@
 // ref_tool: writes the inputs and outputs of one training step of the float32 CPU reference, for the independent
 // PyTorch check (tests/torch_check.py).
 //
-//   ./tests/ref_tool DIR LAYOUT ABLATIONS        LAYOUT: pre | post | siamese (or 0 | 1 | 2), ABLATIONS: 0..3
+//   ./tests/ref_tool DIR LAYOUT ABLATIONS        LAYOUT: a --norm name (host/layouts.h), ABLATIONS: 0..3
 //
 // The model is tiny (L=2, C=32, NH=4, maxT=8, V=60, so Vp=128) and starts from gpt2_init_random, then every
 // parameter is moved off its initial value so that no term vanishes: the weights by N(0, 0.02), the LayerNorm gains
@@ -27,13 +27,6 @@ static_assert(sizeof(real) == 4, "ref_tool writes the float32 build's buffers as
 static const int TOOL_L = 2, TOOL_C = 32, TOOL_NH = 4, TOOL_MAXT = 8, TOOL_V = 60, TOOL_B = 2, TOOL_T = 8;
 static const double TOOL_LR = 1e-3, TOOL_WD = 0.1, TOOL_CLIP = 1.0;
 
-static int parse_layout(const char* s) {
-    for (int i = 0; i < 3; i++)
-        if (strcmp(s, NORM_NAMES[i]) == 0) return i;
-    if (strlen(s) == 1 && s[0] >= '0' && s[0] <= '2') return s[0] - '0';
-    fail("unknown layout '%s' (pre, post or siamese)", s);
-}
-
 static void write_ints(AtomicFile* f, std::initializer_list<int> v) {
     std::vector<int> buf(v);
     atomic_write(f, buf.data(), sizeof(int), buf.size());
@@ -41,7 +34,8 @@ static void write_ints(AtomicFile* f, std::initializer_list<int> v) {
 
 int main(int argc, char** argv) {
     if (argc != 4) {
-        fprintf(stderr, "usage: %s DIR LAYOUT ABLATIONS   (LAYOUT pre|post|siamese, ABLATIONS 0..3)\n", argv[0]);
+        fprintf(stderr, "usage: %s DIR LAYOUT ABLATIONS   (LAYOUT %s, ABLATIONS 0..3)\n", argv[0],
+                layout_names("|", "|").c_str());
         return 2;
     }
     std::string dir = argv[1];
@@ -49,7 +43,7 @@ int main(int argc, char** argv) {
     long abl = strtol(argv[3], &end, 10);
     if (end == argv[3] || *end != 0 || abl < 0 || abl > 3) fail("ABLATIONS must be 0..3, not '%s'", argv[3]);
     // validate_config (in gpt2_init_random) rejects ablations outside siamese
-    GPT2Config c = make_config(TOOL_L, TOOL_C, TOOL_NH, TOOL_MAXT, TOOL_V, parse_layout(argv[2]), (int)abl);
+    GPT2Config c = make_config(TOOL_L, TOOL_C, TOOL_NH, TOOL_MAXT, TOOL_V, parse_norm(argv[2]), (int)abl);
 
     GPT2 model;
     gpt2_init_random(&model, c, 1337);
@@ -92,7 +86,7 @@ int main(int argc, char** argv) {
     gpt2_update(&model, opt, grad_scale, 1);
     gpt2_save_checkpoint(&model, (dir + "/after_step.bin").c_str());
 
-    printf("%s ablations %d: %zu parameters, loss %.6f, grad norm %.6f, grad scale %.6f\n", NORM_NAMES[c.norm],
+    printf("%s ablations %d: %zu parameters, loss %.6f, grad norm %.6f, grad scale %.6f\n", layout_of(c).name,
            c.ablations, model.num_parameters, (double)model.mean_loss, norm, (double)grad_scale);
     gpt2_free(&model);
     return 0;

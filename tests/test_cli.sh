@@ -98,6 +98,7 @@ head -c 600 "$CKPT" > "$TMP/c_hdr.bin"; expect_error "checkpoint shorter than it
 { cat "$CKPT"; printf 'xxxx'; } > "$TMP/c_tail.bin"; expect_error "checkpoint with trailing data" "trailing data" $BIN "${DATA[@]}" -e "$TMP/c_tail.bin" -v 0 -s 0
 poison_float "$CKPT" "$TMP/c_nan.bin" 100; expect_error "checkpoint with a NaN parameter" "non-finite" $BIN "${DATA[@]}" -e "$TMP/c_nan.bin" -v 0 -s 0
 patch_int "$CKPT" "$TMP/c_layout.bin" 8 7; expect_error "checkpoint with an unknown layout" "unknown layout" $BIN "${DATA[@]}" -e "$TMP/c_layout.bin" -v 0 -s 0
+patch_int "$CKPT" "$TMP/c_setting.bin" 10 1; expect_error "checkpoint with a layout setting its layout does not have" "no setting of its own" $BIN "${DATA[@]}" -e "$TMP/c_setting.bin" -v 0 -s 0
 patch_int "$CKPT" "$TMP/c_heads.bin" 5 5; expect_error "checkpoint with C not divisible by NH" "divisible" $BIN "${DATA[@]}" -e "$TMP/c_heads.bin" -v 0 -s 0
 patch_int "$CKPT" "$TMP/c_field.bin" 40 1; expect_error "checkpoint with an unknown header field" "unknown header field" $BIN "${DATA[@]}" -e "$TMP/c_field.bin" -v 0 -s 0
 patch_int "$CKPT" "$TMP/c_neg.bin" 4 -3; expect_error "checkpoint with a negative layer count" "implausible" $BIN "${DATA[@]}" -e "$TMP/c_neg.bin" -v 0 -s 0
@@ -112,7 +113,7 @@ expect_error "-t beyond the model's maximum" "exceeds" $BIN "${DATA[@]}" "${TINY
 expect_error "-d not a multiple of b*t" "multiple" $BIN "${DATA[@]}" "${TINY[@]}" -d 100
 expect_error "negative learning rate" "-l must be" $BIN "${DATA[@]}" -l -1
 expect_error "-q outside [0,1]" "-q must" $BIN "${DATA[@]}" -q 2
-expect_error "unknown layout" "pre, post or siamese" $BIN "${DATA[@]}" --norm middle
+expect_error "unknown layout" "--norm expects pre, post" $BIN "${DATA[@]}" --norm middle
 expect_error "unknown flag" "unknown flag" $BIN "${DATA[@]}" --bogus 1
 expect_error "non-numeric value" "expects an integer" $BIN "${DATA[@]}" -x abc
 expect_error "flag without its value" "needs a value" $BIN "${DATA[@]}" -b
@@ -173,7 +174,10 @@ open('$TMP/shard_field.bin', 'wb').write(b)"
 expect_error "a shard with a reserved header field set" "unknown header field 7" $BIN -i "$TMP/shard_field.bin" "${TINY[@]}"
 
 # ---- --print-tensors: the tensor table as JSON, from the flags or a checkpoint, without training
-for layout in pre post siamese; do
+# the layouts of the registry, in header[8] order, as -h lists them ("--norm <layout>    pre|post|...")
+LAYOUT_NAMES=$($BIN -h 2>&1 | sed -nE 's/^ *--norm <layout> +([a-z|]+) .*/\1/p' | tr '|' ' ')
+[ -n "$LAYOUT_NAMES" ] || bad "the layouts from -h" "no --norm line in $BIN -h"
+for layout in $LAYOUT_NAMES; do
     $BIN "${DATA[@]}" "${TINY[@]}" --norm $layout --print-tensors > "$TMP/tensors.json" 2> "$TMP/err"
     if $PY - "$TMP/tensors.json" $layout <<'EOF'
 import json, sys
@@ -183,10 +187,33 @@ size = lambda x: eval("*".join(map(str, x["shape"])))
 assert t["layout"] == sys.argv[2] and names[:2] == ["wte", "wpe"], names
 assert all(a["offset"] + size(a) == b["offset"] for a, b in zip(t["tensors"], t["tensors"][1:]))
 assert t["tensors"][-1]["offset"] + size(t["tensors"][-1]) == t["num_parameters"]
-assert ("lnfw" in names) == (sys.argv[2] != "post") and ("ln1yw" in names) == (sys.argv[2] == "siamese")
+assert len(set(names)) == len(names), names
 EOF
-    then ok "--print-tensors ($layout): contiguous offsets, the layout's tensors"; else bad "--print-tensors ($layout)" "$(cat "$TMP/err")"; fi
+    then ok "--print-tensors ($layout): contiguous offsets, each tensor once"; else bad "--print-tensors ($layout)" "$(cat "$TMP/err")"; fi
 done
+# the README's table of the checkpoint order (File formats) is the program's, layout by layout: each row rendered
+# from --print-tensors at a shape whose every dimension is a different number (L=4, C=16, 3C=48, 4C=64, maxT=40,
+# Vp=256), and a row for every layout, its [8] the layout's place in the registry
+if $PY - $BIN README.md $LAYOUT_NAMES > "$TMP/readme_table" 2>&1 <<'EOF'
+import json, re, subprocess, sys
+program, readme, layouts = sys.argv[1], sys.argv[2], sys.argv[3:]
+shape = ["--layers", "4", "--channels", "16", "--heads", "4", "--max-seq-len", "40", "--vocab", "200"]
+symbol = {4: "L", 16: "C", 48: "3C", 64: "4C", 40: "maxT", 256: "Vp"}
+rows = {m.group(2): (int(m.group(1)), m.group(3).strip()) for m in
+        re.finditer(r"^ *\| (\d+) \| `(\w+)` \| (`.*`) \|$", open(readme).read(), re.M)}
+bad = []
+for i, layout in enumerate(layouts):
+    t = json.loads(subprocess.run([program, *shape, "--norm", layout, "--print-tensors"], capture_output=True,
+                                  text=True, check=True).stdout)
+    want = " ".join("`%s (%s)`" % (x["name"], ",".join(symbol[d] for d in x["shape"])) for x in t["tensors"])
+    if rows.get(layout) != (i, want):
+        bad.append("%s: README has %s, the program %s" % (layout, rows.get(layout), (i, want)))
+extra = set(rows) - set(layouts)
+if extra: bad.append("README rows for layouts the program does not have: %s" % sorted(extra))
+print("\n".join(bad) or "%d rows" % len(layouts))
+sys.exit(1 if bad else 0)
+EOF
+then ok "README's tensor table is the program's ($(cat "$TMP/readme_table"))"; else bad "README's tensor table" "$(cat "$TMP/readme_table")"; fi
 n=$($BIN -e "$CKPT" --print-tensors | $PY -c "import json,sys; print(json.load(sys.stdin)['num_parameters'])")
 if [ $((1024 + 4 * n)) -eq "$(stat -c %s "$CKPT")" ]; then ok "--print-tensors -e CKPT: the table spans the checkpoint"
 else bad "--print-tensors -e CKPT" "$n parameters against $(stat -c %s "$CKPT") bytes"; fi

@@ -310,7 +310,7 @@ TEST_CASE("ten AdamW steps with accumulation and clipping give the CPU reference
         int clipped = 0;
         char buf[256];
         std::string table = fmt(buf, sizeof(buf), "%s%s: ten AdamW steps\n  step   cpu loss     gpu loss     rel      "
-                                "cpu norm   gpu norm\n", NORM_NAMES[layout[0]], layout[1] ? " --no-ln-in" : "");
+                                "cpu norm   gpu norm\n", LAYOUTS[layout[0]].name, layout[1] ? " --no-ln-in" : "");
         for (int step = 0; step < 10; step++) {
             double cpu_loss = 0, gpu_loss = 0;
             cpu::gpt2_zero_grad(&ref);
@@ -334,7 +334,7 @@ TEST_CASE("ten AdamW steps with accumulation and clipping give the CPU reference
             table += fmt(buf, sizeof(buf), "  %4d %12.7f %12.7f %8.1e %10.5f %10.5f\n", step + 1, cpu_loss, gpu_loss,
                          rel, cpu_norm, gpu_norm);
         }
-        table += fmt(buf, sizeof(buf), "STEPCHECK %s%s worst_rel=%.2e clipped_steps=%d", NORM_NAMES[layout[0]],
+        table += fmt(buf, sizeof(buf), "STEPCHECK %s%s worst_rel=%.2e clipped_steps=%d", LAYOUTS[layout[0]].name,
                      layout[1] ? "-no-ln-in" : "", worst, clipped);
         MESSAGE(table);
         CHECK(clipped >= 1);

@@ -141,7 +141,7 @@ static void check_layout(int norm, int ablations, int C = 32, int NH = 4) {
     std::vector<real> g = analytic_gradient(&m, p);
     std::vector<TensorError> errors = check_against_fd(&m, p, g);
     char title[128];
-    snprintf(title, sizeof(title), "%s (ablations %d, C=%d): worst relative error per tensor", NORM_NAMES[norm],
+    snprintf(title, sizeof(title), "%s (ablations %d, C=%d): worst relative error per tensor", LAYOUTS[norm].name,
              ablations, C);
     report(title, errors);
     for (const TensorError& e : errors) {
@@ -193,7 +193,7 @@ TEST_CASE("finite differences: input embeddings dL/dh0, all layouts") {
             scale = std::max(scale, std::fabs((double)dh0[i]));
         }
         for (auto& pr : pairs) worst = std::max(worst, std::fabs(pr.first - pr.second) / scale);
-        MESSAGE(std::string(NORM_NAMES[norm]) << ": dL/dh0 worst relative error " << worst << " (|g| " << scale << ")");
+        MESSAGE(std::string(LAYOUTS[norm].name) << ": dL/dh0 worst relative error " << worst << " (|g| " << scale << ")");
         CHECK(scale > 1e-6);
         CHECK(worst < FD_BOUND);
         if (norm == NORM_SIAMESE) {  // the Y stream really carries gradient down to h0

@@ -6,6 +6,8 @@
 #define REFERENCE_CPU_NO_MAIN
 #include "../reference_cpu.cpp"
 
+#include <set>
+
 static GPT2Config tiny_config(int norm, int ablations = 0, int V = 60) {
     return make_config(3, 32, 4, 16, V, norm, ablations);
 }
@@ -24,10 +26,10 @@ static void perturb(GPT2* m, uint64_t seed) {
         m->params.wte[i] = 0;
 }
 
-static const int LAYOUTS[][2] = {{NORM_PRE, 0}, {NORM_POST, 0}, {NORM_SIAMESE, 0}, {NORM_SIAMESE, 1}, {NORM_SIAMESE, 2}};
+static const int CASES[][2] = {{NORM_PRE, 0}, {NORM_POST, 0}, {NORM_SIAMESE, 0}, {NORM_SIAMESE, 1}, {NORM_SIAMESE, 2}};
 
 TEST_CASE("causality: logits at t do not change when tokens after t change") {
-    for (auto& lay : LAYOUTS) {
+    for (auto& lay : CASES) {
         GPT2 m;
         gpt2_init_random(&m, tiny_config(lay[0], lay[1]), 1);
         perturb(&m, 2);
@@ -54,35 +56,65 @@ TEST_CASE("causality: logits at t do not change when tokens after t change") {
     }
 }
 
-TEST_CASE("checkpoint: the tensor order is the documented contract") {
-    auto names = [](int norm) {
-        std::vector<std::string> n;
-        for (const TensorInfo& t : parameter_table(tiny_config(norm))) n.push_back(t.name);
-        return n;
-    };
-    // llm.c's order, so GPT-2 checkpoints written by llm.c's tooling load unchanged
-    std::vector<std::string> pre = {"wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
-                                    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
-    CHECK(names(NORM_PRE) == pre);
-    std::vector<std::string> post(pre.begin(), pre.end() - 2);
-    CHECK(names(NORM_POST) == post);
-    std::vector<std::string> siamese = {"wte", "wpe", "ln1xw", "ln1xb", "ln1yw", "ln1yb", "ln1iw", "ln1ib", "qkvw",
-                                        "qkvb", "attprojw", "attprojb", "ln2xw", "ln2xb", "ln2yw", "ln2yb", "ln2iw",
-                                        "ln2ib", "fcw", "fcb", "fcprojw", "fcprojb", "lnfxw", "lnfxb", "lnfyw",
-                                        "lnfyb", "lnfw", "lnfb"};
-    CHECK(names(NORM_SIAMESE) == siamese);
+// The registry (host/layouts.h) is consistent: each row's name finds it, its LayerNorm tensors cover what its kinds
+// and its head read, two-stream kinds come with two streams, and its parameter table names each tensor once.
+TEST_CASE("layout registry: every row is consistent with what its kinds need") {
+    std::set<std::string> names;
+    for (int i = 0; i < NUM_LAYOUTS; i++) {
+        const LayoutInfo& l = LAYOUTS[i];
+        CAPTURE(l.name);
+        CHECK(find_layout(l.name) == i);
+        CHECK(names.insert(l.name).second);
+        CHECK((l.streams == 1 || l.streams == 2));
+        CHECK(l.head_norms == head_kept_norms(l.head));
+        if (l.head == HEAD_SIAMESE) CHECK(l.streams == 2);
+        for (int L = 1; L <= 8; L++) {
+            std::vector<int> settings = {0};
+            if (l.setting.flag) {
+                settings.clear();
+                for (int v = -1; v <= L + 1; v++)
+                    if (l.setting.valid(v, L)) settings.push_back(v);
+                CHECK(!l.setting.valid(0, L));  // 0 means "none", never a setting
+            }
+            for (int setting : settings) {
+                GPT2Config c = make_config(L, 32, 4, 16, 60, i, 0, setting);
+                std::set<std::string> tensors;
+                for (const TensorInfo& t : parameter_table(c)) CHECK(tensors.insert(t.name).second);
+                for (int s = 0; s < 2 * L; s++) {
+                    SubLayerKind k = sublayer_kind(c, s);
+                    int slots = k == SUBLAYER_SIAMESE ? 3 : 1;  // LN_X (, LN_Y, LN_IN)
+                    CHECK(l.norms >= slots);
+                    if (k == SUBLAYER_SIAMESE) CHECK(l.streams == 2);
+                }
+                // the identity head passes x on as it is: only right after a sub-layer that ends normalized
+                if (l.head == HEAD_IDENTITY) CHECK(sublayer_kind(c, 2 * L - 1) == SUBLAYER_POST);
+            }
+        }
+    }
+}
+
+// The order of the tensors is the program's (--print-tensors; tests/test_cli.sh holds the README's table to it).
+// What is checked here is the one contract from outside: llm.c's order and size for Pre-Norm (llm.c's
+// train_gpt2.c, fill_in_parameter_sizes), so that GPT-2 checkpoints written by llm.c's tooling load unchanged.
+TEST_CASE("checkpoint: Pre-Norm keeps llm.c's tensor order and parameter count") {
+    std::vector<std::string> names;
+    for (const TensorInfo& t : parameter_table(tiny_config(NORM_PRE))) names.push_back(t.name);
+    std::vector<std::string> llmc = {"wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+                                     "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
+    CHECK(names == llmc);
     // GPT-2 small (d12, vocabulary 50257 padded to 50304) has llm.c's 124,475,904 parameters; the other layouts
-    // differ by LayerNorms only: post drops LN_f, siamese adds 4 LayerNorms per block and 2 at the head
-    GPT2Config d12 = {1024, 50257, 50304, 12, 12, 768, NORM_PRE, 0};
-    CHECK(count_parameters(d12) == 124475904);
-    d12.norm = NORM_POST;
-    CHECK(count_parameters(d12) == 124475904 - 2 * 768);
-    d12.norm = NORM_SIAMESE;
-    CHECK(count_parameters(d12) == 124475904 + (4 * 12 + 2) * 2 * 768);
+    // differ by their LayerNorms only, (L, C) gains and shifts per boundary slot and (C) ones at the head
+    for (int norm = 0; norm < NUM_LAYOUTS; norm++) {
+        const LayoutInfo& l = LAYOUTS[norm];
+        GPT2Config d12 = make_config(12, 768, 12, 1024, 50257, norm, 0, default_layout_setting(norm, 12));
+        CAPTURE(l.name);
+        size_t boundary_extra = (size_t)(l.norms - 1) * 2 * 2 * 12 * 768, head_extra = (l.head_norms - 1) * 2 * 768;
+        CHECK(count_parameters(d12) == 124475904 + boundary_extra + head_extra);
+    }
 }
 
 TEST_CASE("checkpoint: save and load round-trip bit-exact, header included") {
-    for (auto& lay : LAYOUTS) {
+    for (auto& lay : CASES) {
         GPT2 m, n;
         gpt2_init_random(&m, tiny_config(lay[0], lay[1]), 5);
         perturb(&m, 6);
@@ -186,7 +218,7 @@ TEST_CASE("AdamW: decoupled weight decay on 2-D weights only") {
 }
 
 TEST_CASE("gradient accumulation: two half batches equal one batch") {
-    for (auto& lay : LAYOUTS) {
+    for (auto& lay : CASES) {
         GPT2 m;
         gpt2_init_random(&m, tiny_config(lay[0], lay[1]), 1);
         perturb(&m, 8);

@@ -4,8 +4,10 @@
 For each case (pre, post, siamese, siamese without depth scaling, siamese without LN_in) the C++ tool
 tests/ref_tool writes a tiny random model (model.bin, llm.c's checkpoint format), a batch, the reference's loss,
 logits and gradients (out.bin) and its parameters after one AdamW step (after_step.bin); see the top of
-tests/ref_tool.cpp for the file layouts. This script reads the checkpoint by itself (from its header alone), builds
-the model in PyTorch from the math of the README, not from the C++ code, and compares:
+tests/ref_tool.cpp for the file layouts. This script builds the model in PyTorch from the math of the README, not
+from the C++ code. What it takes from the program is where each tensor lies in the files: the tensor table of
+`./reference_cpu -e model.bin --print-tensors` (names, shapes, offsets in checkpoint order), the one table every
+tool reads instead of keeping a copy. It compares:
 
   - the loss, the logits over the real vocabulary and the padded logits (those exist, but take no probability: a
     softmax over all Vp columns would change the loss), the global gradient norm;
@@ -26,6 +28,7 @@ Every comparison is a relative error ||a - b|| / ||b|| over a whole tensor (b = 
 then FAIL. Names: see MUTATIONS below.
 """
 import glob
+import json
 import math
 import os
 import subprocess
@@ -35,10 +38,11 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOL = os.path.join(REPO, "tests", "ref_tool")
-TOOL_SOURCES = ["tests/ref_tool.cpp", "reference_cpu.cpp"] + sorted(glob.glob("host/*.h"))  # its prerequisites in the Makefile
+TRAINER = os.path.join(REPO, "reference_cpu")  # --print-tensors: the tensor table of a checkpoint
+HOST = sorted(glob.glob(os.path.join(REPO, "host", "*.h")))
+PROGRAMS = {TOOL: ["tests/ref_tool.cpp", "reference_cpu.cpp"], TRAINER: ["reference_cpu.cpp"]}  # Makefile prerequisites
 
 CASES = [("pre", 0), ("post", 0), ("siamese", 0), ("siamese", 1), ("siamese", 2)]
-LAYOUTS = {0: "pre", 1: "post", 2: "siamese"}
 NO_DEPTH_SCALE, NO_LN_IN = 1, 2
 
 # The AdamW settings of ref_tool (see the top of tests/ref_tool.cpp).
@@ -108,38 +112,40 @@ def parse_args(argv):
 # ------------------------------------------------------------------------------------------------------------------
 # the C++ side: build the tool if needed, run it, read its files
 
-def ensure_tool():
-    """Builds tests/ref_tool with make when it is missing or older than a source; returns an error or None."""
-    newest = max(os.path.getmtime(os.path.join(REPO, s)) for s in TOOL_SOURCES if os.path.exists(os.path.join(REPO, s)))
-    if os.path.exists(TOOL) and os.path.getmtime(TOOL) >= newest:
-        return None
-    try:
-        r = subprocess.run(["make", "tests/ref_tool"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           universal_newlines=True)
-    except OSError as e:
-        return f"torch_check: cannot run make to build tests/ref_tool ({e})"
-    if r.returncode != 0 or not os.path.exists(TOOL):
-        tail = "\n".join(r.stdout.strip().splitlines()[-15:])
-        return f"torch_check: 'make tests/ref_tool' failed (exit {r.returncode}):\n{tail}"
+def ensure_programs():
+    """Builds tests/ref_tool and ./reference_cpu with make where missing or older than a source; an error or None."""
+    for program, sources in PROGRAMS.items():
+        paths = [os.path.join(REPO, s) for s in sources] + HOST
+        newest = max(os.path.getmtime(p) for p in paths if os.path.exists(p))
+        if os.path.exists(program) and os.path.getmtime(program) >= newest:
+            continue
+        target = os.path.relpath(program, REPO)
+        try:
+            r = subprocess.run(["make", target], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               universal_newlines=True)
+        except OSError as e:
+            return f"torch_check: cannot run make to build {target} ({e})"
+        if r.returncode != 0 or not os.path.exists(program):
+            tail = "\n".join(r.stdout.strip().splitlines()[-15:])
+            return f"torch_check: 'make {target}' failed (exit {r.returncode}):\n{tail}"
     return None
 
 
-def tensor_shapes(layout, L, C, Vp, maxT):
-    """The parameter tensors of a layout in checkpoint order, as the README specifies them."""
-    def boundary_lns(k):
-        if layout == "siamese":
-            return [(f"ln{k}{s}{wb}", (L, C)) for s in "xyi" for wb in "wb"]
-        return [(f"ln{k}w", (L, C)), (f"ln{k}b", (L, C))]
-    shapes = [("wte", (Vp, C)), ("wpe", (maxT, C))]
-    shapes += boundary_lns(1)
-    shapes += [("qkvw", (L, 3 * C, C)), ("qkvb", (L, 3 * C)), ("attprojw", (L, C, C)), ("attprojb", (L, C))]
-    shapes += boundary_lns(2)
-    shapes += [("fcw", (L, 4 * C, C)), ("fcb", (L, 4 * C)), ("fcprojw", (L, C, 4 * C)), ("fcprojb", (L, C))]
-    if layout == "pre":
-        shapes += [("lnfw", (C,)), ("lnfb", (C,))]
-    elif layout == "siamese":
-        shapes += [(n, (C,)) for n in ("lnfxw", "lnfxb", "lnfyw", "lnfyb", "lnfw", "lnfb")]
-    return shapes
+def tensor_table(path):
+    """The program's tensor table of a checkpoint (./reference_cpu -e PATH --print-tensors): its configuration and
+    [(name, shape)] in checkpoint order, each offset checked to follow the one before (so the list is the file)."""
+    r = subprocess.run([TRAINER, "-e", path, "--print-tensors"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True)
+    if r.returncode != 0:
+        raise ValueError(f"{TRAINER} -e {path} --print-tensors: {r.stderr.strip()}")
+    table = json.loads(r.stdout)
+    shapes, offset = [], 0
+    for t in table["tensors"]:
+        if t["offset"] != offset:
+            raise ValueError(f"{path}: tensor {t['name']} at offset {t['offset']}, expected {offset}")
+        shapes.append((t["name"], tuple(t["shape"])))
+        offset += int(np.prod(t["shape"]))
+    return table, shapes
 
 
 def split_tensors(flat, shapes, what):
@@ -155,16 +161,12 @@ def split_tensors(flat, shapes, what):
 
 
 def read_checkpoint(path):
+    table, shapes = tensor_table(path)
     raw = open(path, "rb").read()
-    header = np.frombuffer(raw[:1024], dtype="<i4")
-    if header.size != 256 or header[0] != 20240326 or header[1] != 3:
-        raise ValueError(f"{path}: not a float32 llm.c checkpoint (header {header[:2].tolist()})")
-    maxT, V, L, NH, C, Vp, layout, ablations = (int(v) for v in header[2:10])
-    if layout not in LAYOUTS:
-        raise ValueError(f"{path}: unknown layout {layout}")
-    cfg = dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp, layout=LAYOUTS[layout], ablations=ablations)
-    shapes = tensor_shapes(cfg["layout"], L, C, Vp, maxT)
-    params = split_tensors(np.frombuffer(raw[1024:], dtype="<f4"), shapes, path)
+    cfg = dict(maxT=table["max_seq_len"], V=table["vocab_size"], L=table["num_layers"], NH=table["num_heads"],
+               C=table["channels"], Vp=table["padded_vocab_size"], layout=table["layout"],
+               ablations=table["ablations"], setting=table["layout_setting"])
+    params = split_tensors(np.frombuffer(raw[4 * table["header_ints"]:], dtype="<f4"), shapes, path)
     return cfg, shapes, params
 
 
@@ -405,7 +407,7 @@ def main():
                               "install python3-torch (Debian) or run with an interpreter that has torch")
     torch.manual_seed(0)
     dtype = torch.float64 if dtype_name == "float64" else torch.float32
-    err = ensure_tool()
+    err = ensure_programs()
     if err:
         report_and_exit(0, 1, err)
     if mutate:

@@ -46,9 +46,10 @@ int main() {
     for (size_t i = 0; i < 3 * sizeof(batches) / sizeof(batches[0]); i++) printf("---|");
     printf("---|\n");
     for (auto& s : shapes) {
-        for (int norm = 0; norm < 3; norm++) {
-            GPT2Config c = make_config(s.L, s.C, s.NH, T, GPT2_VOCAB, norm);
-            printf("| %s | %s | %.0fM | %.1f |", s.name, NORM_NAMES[norm], count_parameters(c) / 1e6,
+        for (int norm = 0; norm < NUM_LAYOUTS; norm++) {  // the layouts the trainer runs (host/layouts.h)
+            if (!LAYOUTS[norm].cuda) continue;
+            GPT2Config c = make_config(s.L, s.C, s.NH, T, GPT2_VOCAB, norm, 0, default_layout_setting(norm, s.L));
+            printf("| %s | %s | %.0fM | %.1f |", s.name, LAYOUTS[norm].name, count_parameters(c) / 1e6,
                    gib((double)count_parameters(c) * parameter_bytes()));
             for (int B : batches)
                 printf(" %.1f | %.1f | %.1f |", gib(trainer_bytes(c, B, T, 0, ATTENTION_MATERIALIZED)),
@@ -60,14 +61,15 @@ int main() {
         }
     }
     printf("\nper token at T = 1024 over all layers (activation bytes / (B * T)), d12:\n");
-    for (int norm = 0; norm < 3; norm++) {
-        GPT2Config c = make_config(12, 768, 12, T, GPT2_VOCAB, norm);
+    for (int norm = 0; norm < NUM_LAYOUTS; norm++) {
+        if (!LAYOUTS[norm].cuda) continue;
+        GPT2Config c = make_config(12, 768, 12, T, GPT2_VOCAB, norm, 0, default_layout_setting(norm, 12));
         ActivationTensors a;
         for (int variant = 0; variant < 3; variant++) {
             int r = variant > 0, att = variant == 2 ? ATTENTION_FLASH : ATTENTION_MATERIALIZED;
             double one = (double)point_activations(c, 1, T, r, att, &a, nullptr);
             double two = (double)point_activations(c, 2, T, r, att, &a, nullptr);
-            printf("  %-8s %-12s %.0f KiB\n", NORM_NAMES[norm], variant == 0 ? "m" : variant == 1 ? "m r1" : "f r1",
+            printf("  %-8s %-12s %.0f KiB\n", LAYOUTS[norm].name, variant == 0 ? "m" : variant == 1 ? "m r1" : "f r1",
                    (two - one) / T / 1024);
         }
     }
@@ -99,7 +101,7 @@ int main() {
         }
         printf("\n");
     }
-    GPT2Config kjv = {1024, 256, 256, 12, 12, 768, NORM_SIAMESE, 0};
+    GPT2Config kjv = make_config(12, 768, 12, 1024, 256, NORM_SIAMESE);
     printf("\ntests/gpu_check.sh's run (d12 siamese, KJV bytes V=256, B=16, T=256): %.2f GiB + context\n",
            gib(trainer_bytes(kjv, 16, 256, 0, ATTENTION_MATERIALIZED)));
     return 0;

@@ -183,7 +183,8 @@ int main(int argc, char** argv) {
         size_t end = norms.find(',', start);
         if (end == std::string::npos) end = norms.size();
         std::string name = norms.substr(start, end - start);
-        GPT2Config c = make_config(L, C, NH, 1024, V, parse_norm(name.c_str()));
+        int norm = parse_norm(name.c_str());
+        GPT2Config c = make_config(L, C, NH, 1024, V, norm, 0, default_layout_setting(norm, L));
         validate_config(c);
         flops = part_flops(c, B, T);
         runs.push_back({name, profile_layout(c, B, T, steps, recompute, attention)});

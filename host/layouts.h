@@ -1,0 +1,131 @@
+/*
+host/layouts.h: the layout registry. A layout is what a model does at each sub-layer boundary (how its residual
+stream(s) become the input u of the sub-layer F, attention or MLP, and how F's output z goes back into them) and at
+the head; the attention and the MLP are the same in every layout. Each layout is one row of LAYOUTS below: its name
+and checkpoint id, its LayerNorm tensors (its part of the parameter table), the KIND of each sub-layer, its head,
+its own setting (header[10]) and whether the CUDA trainer runs it.
+
+The trainers' boundary and head functions switch on the kind of a sub-layer, never on the layout, so a layout that
+mixes kinds from block to block needs no case of its own. The kinds (s = 2l + k: block l, k = 0 attention, 1 MLP):
+
+  kind      u = the input of F           the stream(s) after F                     LayerNorm outputs kept
+  pre       LN(x)                        x + z                                      u
+  post      x                            LN(x + z)                                  none (the LN writes x)
+  siamese   LN_in(LN_x(x) + LN_y(y))     x = LN_x(x) + z / c_l,  y = y + z          LN_x(x), LN_y(y), u
+
+and the heads (hf, what the tied wte turns into logits):
+
+  ln        LN_f(x)                      (pre)
+  identity  x                            (post: its last sub-layer ended with a LayerNorm)
+  siamese   LN_f(LN_xf(x) + LN_yf(y))
+
+To add a layout (docs/siamesenorm.md, "How to add a layout"): a row here; a new kind only if no kind above does
+what its boundary does (then its case in every `switch (kind)` of reference_cpu.cpp, and of train_gpt2.cu where the
+CUDA trainer is to run it); its tests. Nothing else reads the layout: the parameter table, the activations, the
+checkpoint header, --norm, --print-tensors and the run's table all come from this row.
+*/
+#pragma once
+#include <cmath>
+#include <cstring>
+#include <string>
+#include "utils.h"
+
+// header[8] of the checkpoint: the layout's index in LAYOUTS (0 keeps llm.c's files valid: they are Pre-Norm)
+enum NormLayout { NORM_PRE = 0, NORM_POST = 1, NORM_SIAMESE = 2 };
+
+// what a sub-layer boundary does (the table above)
+enum SubLayerKind { SUBLAYER_PRE = 0, SUBLAYER_POST = 1, SUBLAYER_SIAMESE = 2 };
+static const char* const SUBLAYER_KIND_NAMES[] = {"pre", "post", "siamese"};
+// what the head does
+enum HeadKind { HEAD_LN = 0, HEAD_IDENTITY = 1, HEAD_SIAMESE = 2 };
+
+// The LayerNorm slots of a boundary and of the head: the index j of lnw[k][j] and lnfw[j] (host/model_config.h).
+// A kind uses the first few: pre and post one (LN_X: LN1/LN2, LN_f at the head), siamese all three (LN_x, LN_y,
+// LN_in; at the head LN_xf, LN_yf, LN_f). LN_SLOTS, the most any kind uses, sizes the arrays.
+enum { LN_X = 0, LN_Y = 1, LN_IN = 2, LN_SLOTS = 3 };
+
+// SiameseNorm ablations, header[9] of the checkpoint (0 for the full method and every other layout)
+enum { ABLATE_NO_DEPTH_SCALE = 1,  // c_l = 1 instead of sqrt(2(l+1))
+       ABLATE_NO_LN_IN = 2 };      // the normalized input LN_in becomes the identity
+
+// [[noreturn]] for the `default:` of every switch on a kind: an unknown one is a bug, never another layout
+[[noreturn]] static void unknown_kind(const char* what, int kind) { fail("internal: unknown %s %d", what, kind); }
+
+// a layout's own setting, header[10] (0 = none): set for a new model by `flag` (a number), checked by `valid`
+typedef struct {
+    const char* flag;          // e.g. "--mix-alpha"; nullptr: the layout has no setting (header[10] = 0)
+    const char* meaning;       // of the header value, for the run's table and errors
+    double default_value;      // of the flag
+    int (*from_flag)(double value, int num_layers);  // the header value for a model of L blocks (fails if none)
+    int (*valid)(int setting, int num_layers);       // a header value the layout accepts
+} LayoutSetting;
+
+typedef struct {
+    const char* name;       // --norm NAME, and "layout" in --print-tensors
+    const char* source;     // where it comes from
+    const char* equations;  // one line: each sub-layer, then the head
+    int streams;            // 1: x; 2: x and y, both starting as h0
+    // the LayerNorm tensors of a sub-layer boundary: norms slots (LN_X, ...), each a gain and a shift of shape
+    // (L, C); names in the order [k][slot][gain, shift] for k = 0 (before or after the attention), 1 (the MLP)
+    int norms;
+    const char* const* norm_names;
+    // the head's LayerNorms (shape (C)): head_norms slots, names [slot][gain, shift]
+    int head_norms;
+    const char* const* head_norm_names;
+    HeadKind head;
+    SubLayerKind (*kind)(int s, int num_layers, int setting);  // the kind of sub-layer s = 2l + k
+    int ablations;          // the ABLATE_* bits it takes (header[9])
+    LayoutSetting setting;
+    int cuda;               // the CUDA trainer (train_gpt2.cu) runs it
+} LayoutInfo;
+
+// ----------------------------------------------------------------------------------------------------------------
+// the rows' pieces
+
+static const char* const PLAIN_NORMS[] = {"ln1w", "ln1b", "ln2w", "ln2b"};
+static const char* const SIAMESE_NORMS[] = {"ln1xw", "ln1xb", "ln1yw", "ln1yb", "ln1iw", "ln1ib",
+                                            "ln2xw", "ln2xb", "ln2yw", "ln2yb", "ln2iw", "ln2ib"};
+static const char* const LNF_NORM[] = {"lnfw", "lnfb"};
+static const char* const SIAMESE_HEAD_NORMS[] = {"lnfxw", "lnfxb", "lnfyw", "lnfyb", "lnfw", "lnfb"};
+
+static SubLayerKind all_pre(int, int, int) { return SUBLAYER_PRE; }
+static SubLayerKind all_post(int, int, int) { return SUBLAYER_POST; }
+static SubLayerKind all_siamese(int, int, int) { return SUBLAYER_SIAMESE; }
+
+static const LayoutSetting NO_SETTING = {nullptr, nullptr, 0, nullptr, nullptr};
+
+// ----------------------------------------------------------------------------------------------------------------
+// the registry: row i is the layout with header[8] = i
+
+static const LayoutInfo LAYOUTS[] = {
+    {"pre", "GPT-2 (Radford et al. 2019)", "x = x + F(LN(x)); head LN_f(x)",
+     1, 1, PLAIN_NORMS, 1, LNF_NORM, HEAD_LN, all_pre, 0, NO_SETTING, 1},
+    {"post", "GPT-1, the Transformer (Vaswani et al. 2017)", "x = LN(x + F(x)); head x",
+     1, 1, PLAIN_NORMS, 0, nullptr, HEAD_IDENTITY, all_post, 0, NO_SETTING, 1},
+    {"siamese", "SiameseNorm (Li et al., ICML 2026, arXiv 2602.08064)",
+     "xh = LN_x(x); z = F(LN_in(xh + LN_y(y))); x = xh + z/c_l; y = y + z; head LN_f(LN_xf(x) + LN_yf(y))",
+     2, 3, SIAMESE_NORMS, 3, SIAMESE_HEAD_NORMS, HEAD_SIAMESE, all_siamese,
+     ABLATE_NO_DEPTH_SCALE | ABLATE_NO_LN_IN, NO_SETTING, 1},
+};
+static const int NUM_LAYOUTS = (int)(sizeof(LAYOUTS) / sizeof(LAYOUTS[0]));
+
+// the layout called `name`, or -1
+static int find_layout(const char* name) {
+    for (int i = 0; i < NUM_LAYOUTS; i++)
+        if (strcmp(name, LAYOUTS[i].name) == 0) return i;
+    return -1;
+}
+
+// "pre, post or siamese" (or with "|" as the separator: "pre|post|siamese"), for errors and -h
+static std::string layout_names(const char* separator, const char* last, int cuda_only = 0) {
+    std::string s;
+    int n = 0, count = 0;
+    for (int i = 0; i < NUM_LAYOUTS; i++) count += !cuda_only || LAYOUTS[i].cuda;
+    for (int i = 0; i < NUM_LAYOUTS; i++) {
+        if (cuda_only && !LAYOUTS[i].cuda) continue;
+        if (n) s += n == count - 1 ? last : separator;
+        s += LAYOUTS[i].name;
+        n++;
+    }
+    return s;
+}
