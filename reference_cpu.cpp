@@ -8,6 +8,8 @@ registry in host/layouts.h:
              x = y = h0; for each sub-layer F (Attn, then MLP) of block l, with c_l = sqrt(2(l+1)):
                  xh = LN_x(x);  z = F(LN_in(xh + LN_y(y)));  x = xh + z/c_l;  y = y + z
              logits from LN_f(LN_xf(x) + LN_yf(y))
+    mix      (Mix-LN, Li et al. 2024)  post in the first P = floor(alpha L) blocks, pre after;  logits from LN_f(x)
+    deepnorm (DeepNet, Wang et al. 2022)  x = LN(alpha x + F(x)), alpha = (2L)^(1/4);  logits from x
 
 Everything is written out by hand in the spirit of llm.c's train_gpt2.c: each layer is a pair of functions,
 `op_forward` and `op_backward`, side by side. Backward functions ACCUMULATE (+=) into gradient buffers that are
@@ -438,6 +440,7 @@ static int kept_norms(SubLayerKind k) {
         case SUBLAYER_PRE: return 1;      // u = LN(x)
         case SUBLAYER_POST: return 0;     // its LN writes x[s+1]
         case SUBLAYER_SIAMESE: return 3;  // xh, LN_y(y), u
+        case SUBLAYER_DEEPNORM: return 0; // its LN writes x[s+1]
         default: unknown_kind("sub-layer kind", k);
     }
 }
@@ -446,6 +449,7 @@ static int kept_sums(SubLayerKind k) {
         case SUBLAYER_PRE: return 0;
         case SUBLAYER_POST: return 1;     // x + z
         case SUBLAYER_SIAMESE: return 1;  // xh + LN_y(y)
+        case SUBLAYER_DEEPNORM: return 1; // alpha x + z
         default: unknown_kind("sub-layer kind", k);
     }
 }
@@ -522,6 +526,7 @@ typedef struct {
 //   kind      u                               ln[LN_X]     why
 //   pre       ln[LN_X] = LN(x)                its own      F reads the LayerNorm's output
 //   post      x                               x_next       F reads the stream itself; its LN writes x_next
+//   deepnorm  x                               x_next       likewise (LN(alpha x + z) writes x_next)
 //   siamese   ln[LN_IN]  (--no-ln-in: sum)    its own      F reads LN_in's output (or the sum, with no LN_in)
 static SubLayerActs sublayer_acts(const GPT2Config& c, const ActivationTensors& a, int s, int B, int T) {
     size_t BTC = (size_t)B * T * c.channels, BT = (size_t)B * T;
@@ -548,7 +553,8 @@ static SubLayerActs sublayer_acts(const GPT2Config& c, const ActivationTensors& 
             v.u = v.ln[LN_X];  // u = LN(x)
             break;
         case SUBLAYER_POST:
-            v.ln[LN_X] = v.x_next;  // x_next = LN(x + z)
+        case SUBLAYER_DEEPNORM:
+            v.ln[LN_X] = v.x_next;  // x_next = LN(x + z), deepnorm LN(alpha x + z)
             v.u = v.x;              // u = x
             break;
         case SUBLAYER_SIAMESE:
@@ -638,7 +644,8 @@ static void boundary_in_forward(GPT2* m, int s) {
         case SUBLAYER_PRE:  // u = LN(x)
             layernorm_forward(a.ln[LN_X], a.mean[LN_X], a.rstd[LN_X], a.x, ln_w(p, c, s, LN_X), ln_b(p, c, s, LN_X), N, C);
             break;
-        case SUBLAYER_POST:  // u = x; the norm comes after the add
+        case SUBLAYER_POST:      // u = x; the norm comes after the add
+        case SUBLAYER_DEEPNORM:  // likewise
             break;
         case SUBLAYER_SIAMESE:  // xh = LN_x(x);  u = LN_in(xh + LN_y(y))
             layernorm_forward(a.ln[LN_X], a.mean[LN_X], a.rstd[LN_X], a.x, ln_w(p, c, s, LN_X), ln_b(p, c, s, LN_X), N, C);
@@ -670,6 +677,10 @@ static void boundary_out_forward(GPT2* m, int s) {
             residual_forward(a.x_next, a.ln[LN_X], a.z, (real)inv_depth_scale(c, s / 2), NC);
             residual_forward(a.y_next, a.y, a.z, 1, NC);
             break;
+        case SUBLAYER_DEEPNORM:  // x = LN(alpha x + z)
+            residual_forward(a.sum, a.z, a.x, (real)deepnorm_alpha(c.num_layers), NC);
+            layernorm_forward(a.x_next, a.mean[LN_X], a.rstd[LN_X], a.sum, ln_w(p, c, s, LN_X), ln_b(p, c, s, LN_X), N, C);
+            break;
         default: unknown_kind("sub-layer kind", kind);
     }
 }
@@ -696,6 +707,11 @@ static void boundary_out_backward(GPT2* m, int s) {
             residual_backward(d.ln[LN_X], d.z, d.x_next, (real)inv_depth_scale(c, s / 2), NC);
             residual_backward(d.y, d.z, d.y_next, 1, NC);
             break;
+        case SUBLAYER_DEEPNORM:  // dsum = LN'(dx_next);  dz += dsum;  dx += alpha dsum
+            layernorm_backward(d.sum, ln_w(g, c, s, LN_X), ln_b(g, c, s, LN_X), d.x_next, a.sum, ln_w(p, c, s, LN_X),
+                               a.mean[LN_X], a.rstd[LN_X], N, C);
+            residual_backward(d.z, d.x, d.sum, (real)deepnorm_alpha(c.num_layers), NC);
+            break;
         default: unknown_kind("sub-layer kind", kind);
     }
 }
@@ -713,7 +729,8 @@ static void boundary_in_backward(GPT2* m, int s) {
             layernorm_backward(d.x, ln_w(g, c, s, LN_X), ln_b(g, c, s, LN_X), d.ln[LN_X], a.x, ln_w(p, c, s, LN_X),
                                a.mean[LN_X], a.rstd[LN_X], N, C);
             break;
-        case SUBLAYER_POST:  // u is x itself: F's backward already accumulated into dx
+        case SUBLAYER_POST:      // u is x itself: F's backward already accumulated into dx
+        case SUBLAYER_DEEPNORM:  // likewise
             break;
         case SUBLAYER_SIAMESE:
             if (!(c.ablations & ABLATE_NO_LN_IN))

@@ -41,7 +41,7 @@ static void print_usage(const char* program) {
     for (const LayoutInfo& l : LAYOUTS)  // the layouts' own settings (host/layouts.h)
         if (l.setting.flag)
             fprintf(stderr, "  %-18s --norm %s: %s (default %g)\n", (std::string(l.setting.flag) + " F").c_str(),
-                    l.name, l.setting.meaning, l.setting.default_value);
+                    l.name, l.setting.flag_meaning, l.setting.default_value);
     fprintf(stderr,
             "  --layers N --channels N --heads N --max-seq-len N   free model shape (default 4, 128, 4, 1024)\n"
             "  --vocab N          vocabulary of a new model (default: from the shard header)\n"

@@ -30,7 +30,7 @@ static void fill_normal(T* p, size_t n, double std_, uint64_t state) {
 
 // GPT-2 initialization into a parameter buffer laid out by parameter_table: weights N(0, 0.02), the residual output
 // projections (attprojw, fcprojw) N(0, 0.02/sqrt(2L)), biases 0, LayerNorm gains 1 and shifts 0, padded vocabulary
-// rows 0. Each tensor draws from its own stream seeded by (seed, name), so the weights the layouts share start
+// rows 0; a layout may scale the draws of some weights (LayoutInfo::init_std). Each tensor draws from its own stream seeded by (seed, name), so the weights the layouts share start
 // identical for the same seed, and the CPU and the GPU trainers start from the same numbers.
 template <typename T>
 static void init_parameters(const GPT2Config& c, uint64_t seed, T* memory) {
@@ -49,6 +49,16 @@ static void init_parameters(const GPT2Config& c, uint64_t seed, T* memory) {
             if (name == "wte") n = (size_t)c.vocab_size * c.channels;  // the padded rows stay 0
             fill_normal(p, n, std_, state);
             for (size_t i = n; i < t.size; i++) p[i] = (T)0;
+            // a layout's own initialization (LayoutInfo::init_std, e.g. DeepNorm's beta): the same draws, scaled
+            // row by row (row within one block's matrix); GPT-2's layouts have none and keep these bits
+            const LayoutInfo& layout = layout_of(c);
+            if (layout.init_std) {
+                size_t cols = t.shape[t.ndim - 1], rows_per_block = t.ndim == 3 ? t.shape[1] : t.shape[0];
+                for (size_t i = 0; i < n; i++) {
+                    double want = layout.init_std(t.name, i / cols % rows_per_block, c.num_layers, c.channels, std_);
+                    if (want != std_) p[i] = (T)(p[i] * (want / std_));
+                }
+            }
         } else {  // biases and LayerNorm shifts
             for (size_t i = 0; i < t.size; i++) p[i] = (T)0;
         }

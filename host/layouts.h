@@ -12,6 +12,7 @@ mixes kinds from block to block needs no case of its own. The kinds (s = 2l + k:
   pre       LN(x)                        x + z                                      u
   post      x                            LN(x + z)                                  none (the LN writes x)
   siamese   LN_in(LN_x(x) + LN_y(y))     x = LN_x(x) + z / c_l,  y = y + z          LN_x(x), LN_y(y), u
+  deepnorm  x                            LN(alpha x + z),  alpha = (2L)^(1/4)       none (the LN writes x)
 
 and the heads (hf, what the tied wte turns into logits):
 
@@ -19,7 +20,11 @@ and the heads (hf, what the tied wte turns into logits):
   identity  x                            (post: its last sub-layer ended with a LayerNorm)
   siamese   LN_f(LN_xf(x) + LN_yf(y))
 
-To add a layout (docs/siamesenorm.md, "How to add a layout"): a row here; a new kind only if no kind above does
+The layouts: pre, post and siamese use one kind throughout; mix (Mix-LN) is post for its first P blocks and pre
+after them, with pre's head (P, its own setting, in header[10]); deepnorm (DeepNet's DeepNorm) is post with the
+stream scaled by alpha and its own initialization (init_std).
+
+To add a layout (docs/adding_a_layout.md): a row here; a new kind only if no kind above does
 what its boundary does (then its case in every `switch (kind)` of reference_cpu.cpp, and of train_gpt2.cu where the
 CUDA trainer is to run it); its tests. Nothing else reads the layout: the parameter table, the activations, the
 checkpoint header, --norm, --print-tensors and the run's table all come from this row.
@@ -31,11 +36,11 @@ checkpoint header, --norm, --print-tensors and the run's table all come from thi
 #include "utils.h"
 
 // header[8] of the checkpoint: the layout's index in LAYOUTS (0 keeps llm.c's files valid: they are Pre-Norm)
-enum NormLayout { NORM_PRE = 0, NORM_POST = 1, NORM_SIAMESE = 2 };
+enum NormLayout { NORM_PRE = 0, NORM_POST = 1, NORM_SIAMESE = 2, NORM_MIX = 3, NORM_DEEPNORM = 4 };
 
 // what a sub-layer boundary does (the table above)
-enum SubLayerKind { SUBLAYER_PRE = 0, SUBLAYER_POST = 1, SUBLAYER_SIAMESE = 2 };
-static const char* const SUBLAYER_KIND_NAMES[] = {"pre", "post", "siamese"};
+enum SubLayerKind { SUBLAYER_PRE = 0, SUBLAYER_POST = 1, SUBLAYER_SIAMESE = 2, SUBLAYER_DEEPNORM = 3 };
+static const char* const SUBLAYER_KIND_NAMES[] = {"pre", "post", "siamese", "deepnorm"};
 // what the head does
 enum HeadKind { HEAD_LN = 0, HEAD_IDENTITY = 1, HEAD_SIAMESE = 2 };
 
@@ -49,11 +54,15 @@ enum { ABLATE_NO_DEPTH_SCALE = 1,  // c_l = 1 instead of sqrt(2(l+1))
        ABLATE_NO_LN_IN = 2 };      // the normalized input LN_in becomes the identity
 
 // [[noreturn]] for the `default:` of every switch on a kind: an unknown one is a bug, never another layout
-[[noreturn]] static void unknown_kind(const char* what, int kind) { fail("internal: unknown %s %d", what, kind); }
+[[noreturn]] static void unknown_kind(const char* what, int kind) {
+    fail("internal: %s %d has no case here (a kind added to host/layouts.h without its case in this switch)", what,
+         kind);
+}
 
 // a layout's own setting, header[10] (0 = none): set for a new model by `flag` (a number), checked by `valid`
 typedef struct {
     const char* flag;          // e.g. "--mix-alpha"; nullptr: the layout has no setting (header[10] = 0)
+    const char* flag_meaning;  // of the flag's value, for -h
     const char* meaning;       // of the header value, for the run's table and errors
     double default_value;      // of the flag
     int (*from_flag)(double value, int num_layers);  // the header value for a model of L blocks (fails if none)
@@ -77,6 +86,9 @@ typedef struct {
     int ablations;          // the ABLATE_* bits it takes (header[9])
     LayoutSetting setting;
     int cuda;               // the CUDA trainer (train_gpt2.cu) runs it
+    // the initialization's standard deviation of row `row` (within one block's matrix) of 2-D weight `name`, given
+    // GPT-2's for it (host/init.h); nullptr: GPT-2's everywhere
+    double (*init_std)(const char* name, size_t row, int num_layers, int channels, double gpt2_std);
 } LayoutInfo;
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -92,20 +104,55 @@ static SubLayerKind all_pre(int, int, int) { return SUBLAYER_PRE; }
 static SubLayerKind all_post(int, int, int) { return SUBLAYER_POST; }
 static SubLayerKind all_siamese(int, int, int) { return SUBLAYER_SIAMESE; }
 
-static const LayoutSetting NO_SETTING = {nullptr, nullptr, 0, nullptr, nullptr};
+static const LayoutSetting NO_SETTING = {nullptr, nullptr, nullptr, 0, nullptr, nullptr};
+
+// Mix-LN (Li et al. 2024, "Mix-LN: Unleashing the Power of Deeper Layers by Combining Pre-LN and Post-LN",
+// arXiv 2412.13795): Post-LN in the first P = floor(alpha L) blocks, Pre-LN in the rest, and Pre-LN's final LN_f.
+// header[10] = P, 1..L (0 would be Pre-Norm: that is --norm pre).
+static SubLayerKind mix_kind(int s, int, int post_blocks) { return s / 2 < post_blocks ? SUBLAYER_POST : SUBLAYER_PRE; }
+static int mix_post_blocks(double alpha, int L) {
+    if (!(alpha > 0 && alpha <= 1)) fail("--mix-alpha must be in (0, 1], got %g", alpha);
+    int P = (int)std::floor(alpha * L + 1e-9);  // the paper's floor(alpha L); 1e-9: 0.25 * 4 is 1, not 0.999..
+    if (P < 1)
+        fail("--mix-alpha %g at %d layers gives no Post-LN block (floor(alpha L) = 0): raise it to %g or more, or "
+             "use --norm pre", alpha, L, 1.0 / L);
+    return P;
+}
+static int mix_valid(int P, int L) { return P >= 1 && P <= L; }
+
+// DeepNorm (Wang et al. 2022, "DeepNet: Scaling Transformers to 1,000 Layers", arXiv 2203.00555), decoder-only
+// (their GPT setting) with L blocks: x = LN(alpha x + F(x)), alpha = (2L)^(1/4); the value projection, the attention
+// output projection and both MLP matrices start at beta times the usual scale, beta = (8L)^(-1/4), the others
+// unchanged. Here "the usual scale" is GPT-2's 0.02 (its extra 1/sqrt(2L) on the output projections is what beta
+// replaces): N(0, 0.02 beta) for those four, N(0, 0.02) for wte, wpe, q and k.
+static double deepnorm_alpha(int L) { return std::pow(2.0 * L, 0.25); }
+static double deepnorm_beta(int L) { return std::pow(8.0 * L, -0.25); }
+static SubLayerKind all_deepnorm(int, int, int) { return SUBLAYER_DEEPNORM; }
+static double deepnorm_init_std(const char* name, size_t row, int L, int C, double gpt2_std) {
+    if (!strcmp(name, "qkvw")) return row >= 2 * (size_t)C ? 0.02 * deepnorm_beta(L) : 0.02;  // rows q, k, v
+    if (!strcmp(name, "attprojw") || !strcmp(name, "fcw") || !strcmp(name, "fcprojw")) return 0.02 * deepnorm_beta(L);
+    return gpt2_std;
+}
 
 // ----------------------------------------------------------------------------------------------------------------
 // the registry: row i is the layout with header[8] = i
 
 static const LayoutInfo LAYOUTS[] = {
     {"pre", "GPT-2 (Radford et al. 2019)", "x = x + F(LN(x)); head LN_f(x)",
-     1, 1, PLAIN_NORMS, 1, LNF_NORM, HEAD_LN, all_pre, 0, NO_SETTING, 1},
+     1, 1, PLAIN_NORMS, 1, LNF_NORM, HEAD_LN, all_pre, 0, NO_SETTING, 1, nullptr},
     {"post", "GPT-1, the Transformer (Vaswani et al. 2017)", "x = LN(x + F(x)); head x",
-     1, 1, PLAIN_NORMS, 0, nullptr, HEAD_IDENTITY, all_post, 0, NO_SETTING, 1},
+     1, 1, PLAIN_NORMS, 0, nullptr, HEAD_IDENTITY, all_post, 0, NO_SETTING, 1, nullptr},
     {"siamese", "SiameseNorm (Li et al., ICML 2026, arXiv 2602.08064)",
      "xh = LN_x(x); z = F(LN_in(xh + LN_y(y))); x = xh + z/c_l; y = y + z; head LN_f(LN_xf(x) + LN_yf(y))",
      2, 3, SIAMESE_NORMS, 3, SIAMESE_HEAD_NORMS, HEAD_SIAMESE, all_siamese,
-     ABLATE_NO_DEPTH_SCALE | ABLATE_NO_LN_IN, NO_SETTING, 1},
+     ABLATE_NO_DEPTH_SCALE | ABLATE_NO_LN_IN, NO_SETTING, 1, nullptr},
+    {"mix", "Mix-LN (Li et al. 2024, arXiv 2412.13795)",
+     "blocks l < P: x = LN(x + F(x)); blocks l >= P: x = x + F(LN(x)); head LN_f(x); P = floor(alpha L)",
+     1, 1, PLAIN_NORMS, 1, LNF_NORM, HEAD_LN, mix_kind, 0,
+     {"--mix-alpha", "the fraction alpha of the blocks that are Post-LN, the first floor(alpha L)", "Post-LN blocks", 0.25, mix_post_blocks, mix_valid}, 1, nullptr},
+    {"deepnorm", "DeepNorm (Wang et al. 2022, DeepNet, arXiv 2203.00555)",
+     "x = LN(alpha x + F(x)), alpha = (2L)^(1/4); head x; beta = (8L)^(-1/4) scales the init of v, attproj, fc, fcproj",
+     1, 1, PLAIN_NORMS, 0, nullptr, HEAD_IDENTITY, all_deepnorm, 0, NO_SETTING, 0, deepnorm_init_std},
 };
 static const int NUM_LAYOUTS = (int)(sizeof(LAYOUTS) / sizeof(LAYOUTS[0]));
 

@@ -1,7 +1,8 @@
 // ref_tool: writes the inputs and outputs of one training step of the float32 CPU reference, for the independent
 // PyTorch check (tests/torch_check.py).
 //
-//   ./tests/ref_tool DIR LAYOUT ABLATIONS        LAYOUT: a --norm name (host/layouts.h), ABLATIONS: 0..3
+//   ./tests/ref_tool DIR LAYOUT ABLATIONS [SETTING]   LAYOUT: a --norm name (host/layouts.h), ABLATIONS: 0..3,
+//                                                   SETTING: the layout's own, header[10] (default 0: none)
 //
 // The model is tiny (L=2, C=32, NH=4, maxT=8, V=60, so Vp=128) and starts from gpt2_init_random, then every
 // parameter is moved off its initial value so that no term vanishes: the weights by N(0, 0.02), the LayerNorm gains
@@ -33,8 +34,8 @@ static void write_ints(AtomicFile* f, std::initializer_list<int> v) {
 }
 
 int main(int argc, char** argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s DIR LAYOUT ABLATIONS   (LAYOUT %s, ABLATIONS 0..3)\n", argv[0],
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: %s DIR LAYOUT ABLATIONS [SETTING]   (LAYOUT %s, ABLATIONS 0..3)\n", argv[0],
                 layout_names("|", "|").c_str());
         return 2;
     }
@@ -43,7 +44,8 @@ int main(int argc, char** argv) {
     long abl = strtol(argv[3], &end, 10);
     if (end == argv[3] || *end != 0 || abl < 0 || abl > 3) fail("ABLATIONS must be 0..3, not '%s'", argv[3]);
     // validate_config (in gpt2_init_random) rejects ablations outside siamese
-    GPT2Config c = make_config(TOOL_L, TOOL_C, TOOL_NH, TOOL_MAXT, TOOL_V, parse_norm(argv[2]), (int)abl);
+    int setting = argc == 5 ? (int)parse_int("SETTING", argv[4]) : 0;  // validate_config checks it
+    GPT2Config c = make_config(TOOL_L, TOOL_C, TOOL_NH, TOOL_MAXT, TOOL_V, parse_norm(argv[2]), (int)abl, setting);
 
     GPT2 model;
     gpt2_init_random(&model, c, 1337);

@@ -127,7 +127,15 @@ expect_error "-y 2" "take 0 or 1" $BIN "${DATA[@]}" -y 2
 expect_error "-f on the CPU" "CUDA trainer only" $BIN "${DATA[@]}" -f 1
 expect_error "-r on the CPU" "CUDA trainer only" $BIN "${DATA[@]}" -r 1
 expect_error "--attention on the CPU" "CUDA trainer only" $BIN "${DATA[@]}" --attention flash
+# a layout's own setting (host/layouts.h): Mix-LN's --mix-alpha
+expect_error "--mix-alpha outside (0, 1]" "--mix-alpha must be in" $BIN "${DATA[@]}" "${TINY[@]}" --norm mix --mix-alpha 1.5
+expect_error "--mix-alpha that leaves no Post-LN block" "gives no Post-LN block" $BIN "${DATA[@]}" "${TINY[@]}" --layers 2 --norm mix --mix-alpha 0.25
+expect_error "--mix-alpha for another layout" "--mix-alpha applies to --norm mix only" $BIN "${DATA[@]}" "${TINY[@]}" --norm pre --mix-alpha 0.5
+if $BIN "${DATA[@]}" "${TINY[@]}" --layers 4 --norm mix --mix-alpha 0.5 --print-tensors 2>/dev/null | grep -q '"layout": "mix", "ablations": 0, "layout_setting": 2,'
+then ok "--norm mix --mix-alpha 0.5 at 4 layers: header[10] = 2 Post-LN blocks"; else bad "--mix-alpha 0.5" "no layout_setting 2"; fi
 if [ -x ./train_gpt2cu ]; then  # parsed before the device starts, so this holds without a GPU too
+    expect_error "a layout the CUDA trainer does not run" "the CUDA trainer runs the layouts pre, post, siamese and mix" \
+        ./train_gpt2cu "${DATA[@]}" --norm deepnorm
     expect_error "--attention with an unknown name (CUDA trainer)" "--attention expects materialized, flash or cudnn" \
         ./train_gpt2cu "${DATA[@]}" --attention fast
 fi
@@ -178,7 +186,8 @@ expect_error "a shard with a reserved header field set" "unknown header field 7"
 LAYOUT_NAMES=$($BIN -h 2>&1 | sed -nE 's/^ *--norm <layout> +([a-z|]+) .*/\1/p' | tr '|' ' ')
 [ -n "$LAYOUT_NAMES" ] || bad "the layouts from -h" "no --norm line in $BIN -h"
 for layout in $LAYOUT_NAMES; do
-    $BIN "${DATA[@]}" "${TINY[@]}" --norm $layout --print-tensors > "$TMP/tensors.json" 2> "$TMP/err"
+    # 4 layers: every layout's default setting is valid there (mix: floor(0.25 * 4) = 1 Post-LN block)
+    $BIN "${DATA[@]}" "${TINY[@]}" --layers 4 --norm $layout --print-tensors > "$TMP/tensors.json" 2> "$TMP/err"
     if $PY - "$TMP/tensors.json" $layout <<'EOF'
 import json, sys
 t = json.load(open(sys.argv[1]))

@@ -367,6 +367,21 @@ TEST_CASE("-r 1: pre, post and siamese with recomputation match the CPU referenc
                       SMALL_NORM_BOUND, SMALL_MAX_BOUND, r1, RECOMPUTE_BOUND);
 }
 
+// Mix-LN (host/layouts.h): P of the L blocks Post-LN, then Pre-LN; the boundary where the kind changes runs post's
+// end and pre's start, and -r 1 recomputes the pre sub-layers' inputs only
+static Problem mix_problem(const char* label, int post_blocks, int L) {
+    Problem p = make_problem(label, NORM_MIX, 0, L, 136, 4, 32, 60, 3, 20);
+    p.config.layout_setting = post_blocks;
+    validate_config(p.config);
+    return p;
+}
+TEST_CASE("mix: logits, loss and every gradient match the CPU reference (1 and 2 of 3 blocks Post-LN, -r 1)") {
+    check_against_cpu(mix_problem("mix-p1", 1, 3), SMALL_NORM_BOUND, SMALL_MAX_BOUND);
+    check_against_cpu(mix_problem("mix-p2", 2, 3), SMALL_NORM_BOUND, SMALL_MAX_BOUND);
+    check_against_cpu(mix_problem("mix-p1-r1", 1, 3), SMALL_NORM_BOUND, SMALL_MAX_BOUND,
+                      Variant{1, ATTENTION_MATERIALIZED}, RECOMPUTE_BOUND);
+}
+
 // Flash attention (attention.cuh) against the CPU reference and against the materialized attention: head sizes 16,
 // 34, 48 and 128 (the largest it takes), T not a multiple of the 16-query and 32-key tiles and long enough for
 // several tiles of each. The two attentions sum in different orders (online softmax), so in fp32 they differ by

@@ -11,7 +11,7 @@
 # comma-separated), EMU_DEVICE_CASES that of the others. Ends with "N passed, N failed": test cases and checks.
 set -u
 cd "$(dirname "$0")/.."
-CASES=${EMU_CASES:-"pre: *,post: *,siamese: *,siamese --*,siamese with both*,ten AdamW*,-r 1: *,flash attention*,long rows*,C not a multiple*,tensor-core flash*"}
+CASES=${EMU_CASES:-"pre: *,post: *,mix: *,siamese: *,siamese --*,siamese with both*,ten AdamW*,-r 1: *,flash attention*,long rows*,C not a multiple*,tensor-core flash*"}
 DEVICE_CASES=${EMU_DEVICE_CASES:-"flash attention*,tensor-core flash*"}
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 logs=$(mktemp -d)

@@ -1,4 +1,4 @@
-// Finite-difference checks of every parameter tensor and of the input embeddings, for all three layouts and the
+// Finite-difference checks of every parameter tensor and of the input embeddings, for every layout of the registry and the
 // SiameseNorm ablations, on the float64 build of the CPU reference (-DREAL=double).
 //
 // The bound: the five-point stencil f'(p) ~ (f(p-2h) - 8 f(p-h) + 8 f(p+h) - f(p+2h)) / 12h with h = 1e-3 in
@@ -26,9 +26,10 @@ struct Problem {
 };
 
 // a tiny model; parameters are moved off their initial values (gains 1, biases 0) so that no term vanishes
-static Problem make_problem(int norm, int ablations, int C = 32, int NH = 4, int L = 3, int B = 2, int T = 8) {
+static Problem make_problem(int norm, int ablations, int C = 32, int NH = 4, int L = 3, int B = 2, int T = 8,
+                            int setting = 0) {
     Problem p;
-    p.config = make_config(L, C, NH, T, 60, norm, ablations);
+    p.config = make_config(L, C, NH, T, 60, norm, ablations, setting);
     p.B = B;
     p.T = T;
     uint64_t rng = 42;
@@ -134,15 +135,15 @@ static void report(const char* title, const std::vector<TensorError>& errors) {
     if (!line.empty()) MESSAGE(line);
 }
 
-static void check_layout(int norm, int ablations, int C = 32, int NH = 4) {
-    Problem p = make_problem(norm, ablations, C, NH);
+static void check_layout(int norm, int ablations, int C = 32, int NH = 4, int setting = 0) {
+    Problem p = make_problem(norm, ablations, C, NH, 3, 2, 8, setting);
     GPT2 m;
     init_model(&m, p);
     std::vector<real> g = analytic_gradient(&m, p);
     std::vector<TensorError> errors = check_against_fd(&m, p, g);
     char title[128];
-    snprintf(title, sizeof(title), "%s (ablations %d, C=%d): worst relative error per tensor", LAYOUTS[norm].name,
-             ablations, C);
+    snprintf(title, sizeof(title), "%s (ablations %d, setting %d, C=%d): worst relative error per tensor",
+             LAYOUTS[norm].name, ablations, setting, C);
     report(title, errors);
     for (const TensorError& e : errors) {
         CAPTURE(e.name);
@@ -166,17 +167,21 @@ TEST_CASE("finite differences: post-norm") { check_layout(NORM_POST, 0); }
 TEST_CASE("finite differences: siamese") { check_layout(NORM_SIAMESE, 0); }
 TEST_CASE("finite differences: siamese without depth scaling") { check_layout(NORM_SIAMESE, ABLATE_NO_DEPTH_SCALE); }
 TEST_CASE("finite differences: siamese without LN_in") { check_layout(NORM_SIAMESE, ABLATE_NO_LN_IN); }
+// Mix-LN with P = 1 and 2 of the 3 blocks Post-LN: the post -> pre change at block 1 and at block 2
+TEST_CASE("finite differences: mix (1 of 3 blocks Post-LN)") { check_layout(NORM_MIX, 0, 32, 4, 1); }
+TEST_CASE("finite differences: mix (2 of 3 blocks Post-LN)") { check_layout(NORM_MIX, 0, 32, 4, 2); }
+TEST_CASE("finite differences: deepnorm") { check_layout(NORM_DEEPNORM, 0); }
 // C = 18 is not a multiple of the vector width: the plain-loop fallbacks of the matrix products
 TEST_CASE("finite differences: odd shape (C=18, 3 heads), every layout") {
-    for (int norm = 0; norm < 3; norm++) check_layout(norm, 0, 18, 3);
+    for (int norm = 0; norm < NUM_LAYOUTS; norm++) check_layout(norm, 0, 18, 3, norm == NORM_MIX ? 1 : 0);
 }
 
 // dL/dh0 for the input embeddings h0 = wte[tok] + wpe[pos]: with B = 1, perturbing wpe[t, i] perturbs exactly
 // h0[t, i], so the finite difference of wpe is dL/dh0, which must equal the gradient the backward pass leaves at
 // the bottom of the stream(s): dx[0] (+ dy[0] for siamese, whose two streams both start at h0).
 TEST_CASE("finite differences: input embeddings dL/dh0, all layouts") {
-    for (int norm = 0; norm < 3; norm++) {
-        Problem p = make_problem(norm, 0, 32, 4, 3, 1, 8);
+    for (int norm = 0; norm < NUM_LAYOUTS; norm++) {
+        Problem p = make_problem(norm, 0, 32, 4, 3, 1, 8, norm == NORM_MIX ? 1 : 0);
         GPT2 m;
         init_model(&m, p);
         analytic_gradient(&m, p);

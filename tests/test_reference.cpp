@@ -8,8 +8,8 @@
 
 #include <set>
 
-static GPT2Config tiny_config(int norm, int ablations = 0, int V = 60) {
-    return make_config(3, 32, 4, 16, V, norm, ablations);
+static GPT2Config tiny_config(int norm, int ablations = 0, int V = 60, int setting = 0) {
+    return make_config(3, 32, 4, 16, V, norm, ablations, setting);
 }
 
 static std::vector<int> random_tokens(int n, int V, uint64_t seed) {
@@ -26,12 +26,14 @@ static void perturb(GPT2* m, uint64_t seed) {
         m->params.wte[i] = 0;
 }
 
-static const int CASES[][2] = {{NORM_PRE, 0}, {NORM_POST, 0}, {NORM_SIAMESE, 0}, {NORM_SIAMESE, 1}, {NORM_SIAMESE, 2}};
+// {layout, ablations, setting}: every layout, the ablations, Mix-LN with 1 and 2 of the 3 blocks Post-LN
+static const int CASES[][3] = {{NORM_PRE, 0, 0},     {NORM_POST, 0, 0},     {NORM_SIAMESE, 0, 0}, {NORM_SIAMESE, 1, 0},
+                               {NORM_SIAMESE, 2, 0}, {NORM_MIX, 0, 1},      {NORM_MIX, 0, 2},     {NORM_DEEPNORM, 0, 0}};
 
 TEST_CASE("causality: logits at t do not change when tokens after t change") {
     for (auto& lay : CASES) {
         GPT2 m;
-        gpt2_init_random(&m, tiny_config(lay[0], lay[1]), 1);
+        gpt2_init_random(&m, tiny_config(lay[0], lay[1], 60, lay[2]), 1);
         perturb(&m, 2);
         const int B = 2, T = 12, Vp = m.config.padded_vocab_size;
         std::vector<int> a = random_tokens(B * T, 60, 3);
@@ -87,7 +89,10 @@ TEST_CASE("layout registry: every row is consistent with what its kinds need") {
                     if (k == SUBLAYER_SIAMESE) CHECK(l.streams == 2);
                 }
                 // the identity head passes x on as it is: only right after a sub-layer that ends normalized
-                if (l.head == HEAD_IDENTITY) CHECK(sublayer_kind(c, 2 * L - 1) == SUBLAYER_POST);
+                if (l.head == HEAD_IDENTITY) {
+                    SubLayerKind last = sublayer_kind(c, 2 * L - 1);
+                    CHECK((last == SUBLAYER_POST || last == SUBLAYER_DEEPNORM));
+                }
             }
         }
     }
@@ -116,7 +121,7 @@ TEST_CASE("checkpoint: Pre-Norm keeps llm.c's tensor order and parameter count")
 TEST_CASE("checkpoint: save and load round-trip bit-exact, header included") {
     for (auto& lay : CASES) {
         GPT2 m, n;
-        gpt2_init_random(&m, tiny_config(lay[0], lay[1]), 5);
+        gpt2_init_random(&m, tiny_config(lay[0], lay[1], 60, lay[2]), 5);
         perturb(&m, 6);
         char path[] = "/tmp/siamese_ckpt_XXXXXX";
         int fd = mkstemp(path);
@@ -131,6 +136,7 @@ TEST_CASE("checkpoint: save and load round-trip bit-exact, header included") {
         CHECK(header[1] == 3);
         CHECK(header[8] == lay[0]);
         CHECK(header[9] == lay[1]);
+        CHECK(header[10] == lay[2]);
         gpt2_build_from_checkpoint(&n, path);
         CHECK(memcmp(&n.config, &m.config, sizeof(GPT2Config)) == 0);
         REQUIRE(n.num_parameters == m.num_parameters);
@@ -168,6 +174,41 @@ TEST_CASE("initialization: seeded, shared weights identical across layouts, GPT-
     gpt2_free(&pre);
     gpt2_free(&sia);
     gpt2_free(&again);
+}
+
+// DeepNorm's initialization (host/layouts.h, deepnorm_init_std): the same draws as GPT-2's, with v, attprojw, fcw
+// and fcprojw at 0.02 beta, beta = (8L)^(-1/4), and q, k, wte, wpe at 0.02. Bound: a sample standard deviation of
+// n >= 3072 normals is within 5% of the true one with overwhelming probability (relative sd 1/sqrt(2n) <= 1.3%).
+TEST_CASE("initialization: DeepNorm scales v, attproj, fc and fcproj by beta") {
+    GPT2 pre, deep;
+    gpt2_init_random(&pre, tiny_config(NORM_PRE), 11);
+    gpt2_init_random(&deep, tiny_config(NORM_DEEPNORM), 11);
+    size_t C = 32, L = 3;
+    double beta = std::pow(8.0 * L, -0.25);
+    auto stddev = [](const real* p, size_t n, size_t stride = 0, size_t take = 0) {
+        double s = 0;
+        size_t count = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!stride || i % stride < take) s += (double)p[i] * p[i], count++;
+        return std::sqrt(s / count);
+    };
+    // qkvw (L, 3C, C): per block, rows 0..2C-1 are q and k, 2C..3C-1 are v
+    std::vector<real> qk, v;
+    for (size_t l = 0; l < L; l++)
+        for (size_t r = 0; r < 3 * C; r++)
+            for (size_t j = 0; j < C; j++) (r < 2 * C ? qk : v).push_back(deep.params.qkvw[(l * 3 * C + r) * C + j]);
+    CHECK(stddev(qk.data(), qk.size()) == doctest::Approx(0.02).epsilon(0.05));
+    CHECK(stddev(v.data(), v.size()) == doctest::Approx(0.02 * beta).epsilon(0.05));
+    CHECK(stddev(deep.params.attprojw, L * C * C) == doctest::Approx(0.02 * beta).epsilon(0.05));
+    CHECK(stddev(deep.params.fcw, L * 4 * C * C) == doctest::Approx(0.02 * beta).epsilon(0.05));
+    CHECK(stddev(deep.params.fcprojw, L * 4 * C * C) == doctest::Approx(0.02 * beta).epsilon(0.05));
+    // the same draws: q and k as Pre-Norm's bit for bit, and wte, wpe too
+    for (size_t l = 0; l < L; l++)
+        CHECK(memcmp(pre.params.qkvw + l * 3 * C * C, deep.params.qkvw + l * 3 * C * C, 2 * C * C * sizeof(real)) == 0);
+    CHECK(memcmp(pre.params.wte, deep.params.wte, 128 * C * sizeof(real)) == 0);
+    CHECK(memcmp(pre.params.wpe, deep.params.wpe, 16 * C * sizeof(real)) == 0);
+    gpt2_free(&pre);
+    gpt2_free(&deep);
 }
 
 TEST_CASE("padded vocabulary: no probability, no gradient") {
@@ -220,7 +261,7 @@ TEST_CASE("AdamW: decoupled weight decay on 2-D weights only") {
 TEST_CASE("gradient accumulation: two half batches equal one batch") {
     for (auto& lay : CASES) {
         GPT2 m;
-        gpt2_init_random(&m, tiny_config(lay[0], lay[1]), 1);
+        gpt2_init_random(&m, tiny_config(lay[0], lay[1], 60, lay[2]), 1);
         perturb(&m, 8);
         std::vector<int> in = random_tokens(24, 60, 9), tg = random_tokens(24, 60, 10);
         gpt2_forward(&m, in.data(), tg.data(), 2, 12);

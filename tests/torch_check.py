@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""An independent PyTorch implementation of the three layouts, checked against the float32 CPU reference.
+"""An independent PyTorch implementation of the layouts, checked against the float32 CPU reference.
 
-For each case (pre, post, siamese, siamese without depth scaling, siamese without LN_in) the C++ tool
+For each case (pre, post, siamese, siamese without depth scaling, siamese without LN_in, Mix-LN with its first
+block Post-LN, DeepNorm) the C++ tool
 tests/ref_tool writes a tiny random model (model.bin, llm.c's checkpoint format), a batch, the reference's loss,
 logits and gradients (out.bin) and its parameters after one AdamW step (after_step.bin); see the top of
 tests/ref_tool.cpp for the file layouts. This script builds the model in PyTorch from the math of the README, not
@@ -42,7 +43,10 @@ TRAINER = os.path.join(REPO, "reference_cpu")  # --print-tensors: the tensor tab
 HOST = sorted(glob.glob(os.path.join(REPO, "host", "*.h")))
 PROGRAMS = {TOOL: ["tests/ref_tool.cpp", "reference_cpu.cpp"], TRAINER: ["reference_cpu.cpp"]}  # Makefile prerequisites
 
-CASES = [("pre", 0), ("post", 0), ("siamese", 0), ("siamese", 1), ("siamese", 2)]
+# (layout, ablations, the layout's own setting: header[10]); ref_tool's model has L = 2, so mix's P = 1 is the
+# post -> pre change in the middle
+CASES = [("pre", 0, 0), ("post", 0, 0), ("siamese", 0, 0), ("siamese", 1, 0), ("siamese", 2, 0), ("mix", 0, 1),
+         ("deepnorm", 0, 0)]
 NO_DEPTH_SCALE, NO_LN_IN = 1, 2
 
 # The AdamW settings of ref_tool (see the top of tests/ref_tool.cpp).
@@ -81,6 +85,8 @@ MUTATIONS = {
     "decay-all": "AdamW decays every tensor, biases and LayerNorms too",
     "no-bias-correction": "AdamW without bias correction",
     "no-clip": "AdamW without gradient clipping",
+    "mix-all-pre": "mix: every block Pre-LN (the Post-LN blocks ignored)",
+    "deepnorm-alpha-1": "deepnorm: alpha = 1 (Post-LN) instead of (2L)^(1/4)",
 }
 
 
@@ -239,7 +245,22 @@ def forward(cfg, p, inputs, mutate=None):
         hf = x
         if mutate == "post-no-final":
             hf = layer_norm(x, p["ln2w"][L - 1], p["ln2b"][L - 1])
-    else:
+    elif layout == "mix":  # Mix-LN: the first P blocks Post-LN, the rest Pre-LN, Pre-LN's final LayerNorm
+        P = 0 if mutate == "mix-all-pre" else cfg["setting"]
+        x = h0
+        for l in range(L):
+            for k, Fn in sublayers(p, l, NH, mutate):
+                w, b = p[f"ln{k}w"][l], p[f"ln{k}b"][l]
+                x = layer_norm(x + Fn(x), w, b) if l < P else x + Fn(layer_norm(x, w, b))
+        hf = layer_norm(x, p["lnfw"], p["lnfb"])
+    elif layout == "deepnorm":  # DeepNet: x = LN(alpha x + F(x)), alpha = (2L)^(1/4); no final LayerNorm
+        alpha = 1.0 if mutate == "deepnorm-alpha-1" else (2.0 * L) ** 0.25
+        x = h0
+        for l in range(L):
+            for k, Fn in sublayers(p, l, NH, mutate):
+                x = layer_norm(alpha * x + Fn(x), p[f"ln{k}w"][l], p[f"ln{k}b"][l])
+        hf = x
+    elif layout == "siamese":
         ablations = cfg["ablations"]
         x = y = h0
         for l in range(L):
@@ -255,6 +276,8 @@ def forward(cfg, p, inputs, mutate=None):
                 y = y + z
         hf = layer_norm(layer_norm(x, p["lnfxw"], p["lnfxb"]) + layer_norm(y, p["lnfyw"], p["lnfyb"]),
                         p["lnfw"], p["lnfb"])
+    else:
+        raise ValueError(f"no PyTorch model of the layout {layout}")
     return hf @ p["wte"].t()  # tied output projection: (B, T, Vp), the padded columns included
 
 
@@ -326,18 +349,18 @@ def fmt(err, bound):
     return f"{err:9.1e}{mark:5s}"
 
 
-def run_case(tmp, layout, ablations, dtype, mutate, tally):
+def run_case(tmp, layout, ablations, setting, dtype, mutate, tally):
     case = layout if ablations == 0 else f"{layout}+{ablations}"
     d = os.path.join(tmp, case)
     os.makedirs(d)
-    r = subprocess.run([TOOL, d, layout, str(ablations)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    r = subprocess.run([TOOL, d, layout, str(ablations), str(setting)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        universal_newlines=True)
     if r.returncode != 0:
         tally.check(False, f"{case}: ref_tool failed")
         print(f"{case:10s} ref_tool failed (exit {r.returncode}): {r.stdout.strip()}")
         return
     cfg, shapes, p_np = read_checkpoint(os.path.join(d, "model.bin"))
-    if cfg["layout"] != layout or cfg["ablations"] != ablations:
+    if cfg["layout"] != layout or cfg["ablations"] != ablations or cfg["setting"] != setting:
         tally.check(False, f"{case}: the checkpoint header says {cfg['layout']}+{cfg['ablations']}")
         print(f"{case:10s} checkpoint header says layout {cfg['layout']}, ablations {cfg['ablations']}")
         return
@@ -419,9 +442,9 @@ def main():
     print(f"{'case':10s} {'tensor':22s} {'rel. error':14s}")
     tally = Tally()
     with tempfile.TemporaryDirectory(prefix="torch_check_") as tmp:
-        for layout, ablations in CASES:
+        for layout, ablations, setting in CASES:
             try:
-                run_case(tmp, layout, ablations, dtype, mutate, tally)
+                run_case(tmp, layout, ablations, setting, dtype, mutate, tally)
             except (ValueError, FileNotFoundError) as e:
                 tally.check(False, f"{layout}+{ablations}: {e}")
                 print(f"{layout}+{ablations}: error: {e}")
