@@ -15,7 +15,7 @@ NVCC      ?= nvcc
 # The test programs and tools, which run only on the GPU they are built on, take one architecture, TEST_ARCHS
 # (the last of GPU_ARCHS unless set).
 SUPPORTED_ARCHS := 80 86 89 90
-DETECTED_ARCH := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2> /dev/null | head -n 1 | tr -d ' .')
+DETECTED_ARCH := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2> /dev/null | head -n 1 | tr -d ' .' | grep -E '^[0-9]+$$')
 GPU_ARCHS ?= $(or $(DETECTED_ARCH),$(SUPPORTED_ARCHS))
 TEST_ARCHS ?= $(lastword $(GPU_ARCHS))
 $(foreach a,$(GPU_ARCHS) $(TEST_ARCHS),$(if $(shell [ "$(a)" -ge 80 ] 2> /dev/null && echo ok),,\
