@@ -168,9 +168,12 @@ static FileSum state_write(const char* path, const TrainState& s, const T* m, co
 }
 
 // Reads a state file for a model of num_parameters trained on `d`, checks that it fits, and moves `d` to where
-// the run stopped. m and v must hold num_parameters elements each.
+// the run stopped. m and v receive the moments of parameters [begin, end) (all of them by default; a rank's shard
+// under ZeRO-1, host/distributed.h) and must hold end - begin elements each.
 template <typename T>
-static TrainState state_read(const char* path, size_t num_parameters, DataLoader* d, T* m, T* v) {
+static TrainState state_read(const char* path, size_t num_parameters, DataLoader* d, T* m, T* v, size_t begin = 0,
+                             size_t end = SIZE_MAX) {
+    if (end == SIZE_MAX) end = num_parameters;
     FILE* f = fopen_or_fail(path, "rb");
     int header[HEADER_INTS];
     fread_or_fail(header, sizeof(int), HEADER_INTS, f, path);
@@ -197,8 +200,11 @@ static TrainState state_read(const char* path, size_t num_parameters, DataLoader
     if (s.step < 0 || s.shard < 0 || s.shard >= (int)d->files.size() || s.position < 0 ||
         s.position > d->num_tokens[s.shard])
         fail("'%s' points past the training data (shard %d); were the shards changed?", path, s.shard);
-    read_float_as(m, num_parameters, f, path);
-    read_float_as(v, num_parameters, f, path);
+    for (int k = 0; k < 2; k++) {  // m, then v, each num_parameters floats after the header
+        if (fseek(f, HEADER_INTS * 4 + 4 * (long long)(k * num_parameters + begin), SEEK_SET) != 0)
+            fail("cannot seek in '%s'", path);
+        read_float_as(k == 0 ? m : v, end - begin, f, path);
+    }
     fclose(f);
     d->shard = s.shard;
     d->position = s.position;

@@ -74,13 +74,20 @@ static void dataloader_reset(DataLoader* d) {
     d->position = 0;
 }
 
-// Loads the next (B, T) inputs and the targets one token later. Token ids are checked against the vocabulary.
-static void dataloader_next_batch(DataLoader* d) {
+// where the next batch starts: here, or at the start of the next shard (wrapping around) when this one has fewer
+// than B*T+1 tokens left
+static void dataloader_seek_batch(DataLoader* d) {
     long long need = (long long)d->B * d->T + 1;
-    if (d->position + need > d->num_tokens[d->shard]) {  // move on to the next shard (wrapping around)
+    if (d->position + need > d->num_tokens[d->shard]) {
         d->shard = (d->shard + 1) % (int)d->files.size();
         d->position = 0;
     }
+}
+
+// Loads the next (B, T) inputs and the targets one token later. Token ids are checked against the vocabulary.
+static void dataloader_next_batch(DataLoader* d) {
+    long long need = (long long)d->B * d->T + 1;
+    dataloader_seek_batch(d);
     const char* path = d->files[d->shard].c_str();
     FILE* f = fopen_or_fail(path, "rb");
     if (fseek(f, HEADER_INTS * 4 + d->position * 2, SEEK_SET) != 0) fail("cannot seek in '%s'", path);
@@ -95,4 +102,19 @@ static void dataloader_next_batch(DataLoader* d) {
         d->targets[i] = d->buffer[i + 1];
     }
     d->position += need - 1;
+}
+
+// moves past the next batch without reading it, to where dataloader_next_batch would have left the loader
+static void dataloader_skip_batch(DataLoader* d) {
+    dataloader_seek_batch(d);
+    d->position += (long long)d->B * d->T;
+}
+
+// Several processes share the batches (host/distributed.h): of the next `ranks` batches, rank `rank` loads the one
+// of its number and skips the others', so that every rank ends where one process reading all of them would.
+static void dataloader_next_batch_of(DataLoader* d, int rank, int ranks) {
+    for (int r = 0; r < ranks; r++) {
+        if (r == rank) dataloader_next_batch(d);
+        else dataloader_skip_batch(d);
+    }
 }

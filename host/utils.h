@@ -26,6 +26,7 @@ static const int HEADER_INTS = 256;
 // (see AtomicFile below) is removed first, by fail() and by a fatal signal alike, so an error leaves no debris.
 
 static char pending_tmp[8192];  // a plain C string, so that the signal handler may unlink it
+static char fail_tag[32];       // "rank 1: " in a run of several processes (host/distributed.h), else empty
 
 static void remove_pending_tmp() {
     if (pending_tmp[0]) unlink(pending_tmp);
@@ -36,7 +37,7 @@ static void remove_pending_tmp() {
     remove_pending_tmp();
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "error: ");
+    fprintf(stderr, "error: %s", fail_tag);
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\n");
     va_end(ap);
