@@ -84,6 +84,22 @@ endif
 
 HAVE_NVCC := $(shell command -v $(NVCC) 2> /dev/null)
 
+# Data parallelism (host/distributed.h): both trainers are built with MPI where OpenMPI's mpicxx is installed
+# (Debian: openmpi-bin libopenmpi-dev; .ci/deps test installs them), and the CUDA trainer also with NCCL where its
+# header is beside nvcc (the CUDA toolkit's) or in /usr/include; elsewhere without, and they work as one process.
+# MPI_FLAGS and MPI_LIBS can be given for an MPI whose mpicxx does not answer OpenMPI's --showme.
+MPICXX    ?= mpicxx
+HAVE_MPI  := $(shell command -v $(MPICXX) 2> /dev/null)
+ifneq ($(HAVE_MPI),)
+MPI_FLAGS ?= -DUSE_MPI $(shell $(MPICXX) --showme:compile 2> /dev/null)
+MPI_LIBS  ?= $(filter-out -lmpi_cxx,$(shell $(MPICXX) --showme:link 2> /dev/null))
+NCCL_H    := $(firstword $(wildcard $(dir $(HAVE_NVCC))../include/nccl.h /usr/include/nccl.h))
+endif
+# nvcc takes MPI's include, define, library-path and library flags, and -pthread for the host compiler
+NV_MPI    = $(if $(HAVE_MPI),$(filter -I% -D%,$(MPI_FLAGS)) $(filter -L% -l%,$(MPI_LIBS)) \
+              $(if $(filter -pthread,$(MPI_FLAGS) $(MPI_LIBS)),-Xcompiler -pthread),)
+NV_NCCL   = $(if $(NCCL_H),-DUSE_NCCL -lnccl,)
+
 CPU_BINS  = reference_cpu tests/test_gradients tests/test_reference tests/ref_tool
 GPU_BINS  = $(if $(HAVE_NVCC),train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16 tools/profile_gpu,)
 
@@ -94,8 +110,8 @@ all: $(CPU_BINS) $(GPU_BINS)
 print-gpu-archs: ; @echo $(GPU_ARCHS)
 print-test-archs: ; @echo $(TEST_ARCHS)
 
-reference_cpu: reference_cpu.cpp $(HOST)
-	$(CXX) $(CXXFLAGS) $(OMPFLAGS) -o $@ $<
+reference_cpu: reference_cpu.cpp $(HOST) .mpi
+	$(CXX) $(CXXFLAGS) $(OMPFLAGS) $(MPI_FLAGS) -o $@ $< $(MPI_LIBS)
 
 # Tests include reference_cpu.cpp as a library and use only part of it: unused static functions are expected there.
 TESTFLAGS = $(CXXFLAGS) $(OMPFLAGS) -Wno-unused-function -I$(DOCTEST)
@@ -117,13 +133,13 @@ deps:
 
 # the CUDA trainer in $(PRECISION) (default bf16) with $(ATTENTION) attention, and always in float32 with the
 # materialized attention (-f 1 there for TF32 matrix products). A stamp file remembers the last build's choices, so
-# that changing PRECISION, ATTENTION or USE_CUDNN rebuilds.
+# that changing PRECISION, ATTENTION or USE_CUDNN rebuilds; .mpi does the same for MPI and NCCL.
 CUDA_SRCS = train_gpt2.cu siamese.cuh attention.cuh cuda_common.cuh $(HOST) attention_cudnn.h
-train_gpt2cu: $(CUDA_SRCS) .precision $(TRAINER_CUDNN_OBJ)
-	$(NVCC) $(NVFLAGS) $(PRECISION_FLAG) $(TRAINER_CUDNN_FLAG) -o $@ $< $(NVLIBS) $(TRAINER_CUDNN_LINK)
+train_gpt2cu: $(CUDA_SRCS) .precision .mpi $(TRAINER_CUDNN_OBJ)
+	$(NVCC) $(NVFLAGS) $(PRECISION_FLAG) $(TRAINER_CUDNN_FLAG) -o $@ $< $(NVLIBS) $(TRAINER_CUDNN_LINK) $(NV_MPI) $(NV_NCCL)
 
-train_gpt2fp32cu: $(CUDA_SRCS) .precision
-	$(NVCC) $(NVFLAGS) -DENABLE_FP32 -o $@ $< $(NVLIBS)
+train_gpt2fp32cu: $(CUDA_SRCS) .precision .mpi
+	$(NVCC) $(NVFLAGS) -DENABLE_FP32 -o $@ $< $(NVLIBS) $(NV_MPI) $(NV_NCCL)
 
 .precision: FORCE
 	@echo $(PRECISION) $(ATTENTION) $(USE_CUDNN) $(GPU_ARCHS) | cmp -s - $@ || echo $(PRECISION) $(ATTENTION) $(USE_CUDNN) $(GPU_ARCHS) > $@
@@ -142,6 +158,11 @@ attention_cudnn.o: attention_cudnn.cpp attention_cudnn.h host/utils.h
 	    "$(if $(CUDNN_PATH),in $(CUDNN_PATH)/include,with the CUDA toolkit or in /usr/include): install cuDNN 9 or" \
 	    "set CUDNN_PATH to a folder with include/ and lib/ (e.g. PyTorch's site-packages/nvidia/cudnn)"; exit 1; }
 	$(NVCC) -O2 -std=c++17 -Xcompiler -Wall,-Wextra,-Wno-unused-function $(CUDNN_INCLUDES) -c -o $@ $<
+
+# the same for the MPI and NCCL the trainers were built with: installing OpenMPI later rebuilds them
+MPI_STAMP = mpi: $(MPI_FLAGS) $(MPI_LIBS) nccl: $(NCCL_H)
+.mpi: FORCE
+	@echo "$(MPI_STAMP)" | cmp -s - $@ || echo "$(MPI_STAMP)" > $@
 
 # the GPU against the CPU reference (float build, OpenMP) in one program, once per precision; runs only where a GPU
 # is present
@@ -225,7 +246,7 @@ gpu-prep: data/kjv/kjv_train.bin
 
 clean:
 	rm -f $(CPU_BINS) train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16 tests/test_gpu_cudnn \
-	    attention_cudnn.o tools/profile_gpu train_gpt2cu_cudnn tools/profile_gpu_cudnn .precision experiments/depth_probe \
+	    attention_cudnn.o tools/profile_gpu train_gpt2cu_cudnn tools/profile_gpu_cudnn .precision .mpi experiments/depth_probe \
 	    $(EMU_BINS)
 
 # experiments/ (docs/experiments.md): the depth probe includes the reference as a library. Not part of `all`, so

@@ -145,17 +145,18 @@ static double device_peak_flops(const char* name, int tf32) {
 // a kernel that does nothing: whether this build has code the device can run (cudaFuncGetAttributes of it)
 __global__ void gpu_code_probe_kernel() {}
 
-// Picks device 0 and sets up cuBLAS. Without a usable GPU: one line, exit 1.
-static void gpu_init(int tf32) {
+// Picks the device (0, or a rank's under mpirun) and sets up cuBLAS. Without a usable GPU: one line, exit 1.
+static void gpu_init(int tf32, int device = 0) {
     if (!gpu.ready) {
         int count = 0;
         cudaError_t err = cudaGetDeviceCount(&count);
         if (err != cudaSuccess || count == 0)
             fail("no CUDA device found (%s); the CUDA trainer needs a GPU, the CPU trainer is ./reference_cpu",
                  err != cudaSuccess ? cudaGetErrorString(err) : "cudaGetDeviceCount returned 0");
-        cudaCheck(cudaSetDevice(0));
+        if (device >= count) fail("GPU %d was asked for but there are %d", device, count);
+        cudaCheck(cudaSetDevice(device));
         cudaDeviceProp prop;
-        cudaCheck(cudaGetDeviceProperties(&prop, 0));
+        cudaCheck(cudaGetDeviceProperties(&prop, device));
         int cc = prop.major * 10 + prop.minor;
         if (cc < 80)
             fail("'%s' is sm_%d: the CUDA trainer needs sm_80 or newer (A100, RTX 30 and later: bf16 tensor cores); "

@@ -574,7 +574,10 @@ typedef struct {
     ParameterTensors params, grads;
     size_t num_parameters;
     real *params_memory, *grads_memory;
-    real *m_memory, *v_memory;  // AdamW moments, allocated at the first update
+    real *m_memory, *v_memory;  // AdamW moments of parameters [opt_begin, opt_end), allocated at the first update
+    size_t opt_begin, opt_end;  // the parameters this process updates: all, or its shard under ZeRO-1 (-z 1)
+    real* micro_grads;          // one process, a step's later micro-batches: each one's own gradient (the trainer)
+    std::vector<real> grad_shard, grad_pieces;  // several processes: the summed gradient's shard (the trainer)
     ActivationTensors acts, grads_acts;
     size_t num_activations;
     real *acts_memory, *grads_acts_memory;
@@ -593,7 +596,9 @@ static void gpt2_allocate_parameters(GPT2* model) {
     model->grads_memory = (real*)calloc_or_fail(model->num_parameters, sizeof(real));
     point_parameters(c, &model->params, model->params_memory);
     point_parameters(c, &model->grads, model->grads_memory);
-    model->m_memory = model->v_memory = nullptr;
+    model->m_memory = model->v_memory = model->micro_grads = nullptr;
+    model->opt_begin = 0;
+    model->opt_end = model->num_parameters;
     model->acts_memory = model->grads_acts_memory = nullptr;
     model->inputs = model->targets = nullptr;
     model->batch_size = model->seq_len = 0;
@@ -620,8 +625,8 @@ static FileSum gpt2_save_checkpoint(const GPT2* model, const char* path) {
 
 static void gpt2_allocate_optimizer_state(GPT2* model) {
     if (model->m_memory) return;
-    model->m_memory = (real*)calloc_or_fail(model->num_parameters, sizeof(real));
-    model->v_memory = (real*)calloc_or_fail(model->num_parameters, sizeof(real));
+    model->m_memory = (real*)calloc_or_fail(model->opt_end - model->opt_begin, sizeof(real));
+    model->v_memory = (real*)calloc_or_fail(model->opt_end - model->opt_begin, sizeof(real));
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -974,15 +979,18 @@ typedef struct {
 
 // AdamW (Loshchilov & Hutter) with bias correction; step t counts from 1. The gradient is multiplied by
 // grad_scale first (global-norm clipping). Weight decay is decoupled and applies to 2-D weight matrices only.
+// Updates the parameters [opt_begin, opt_end) (all, but for a rank's shard under ZeRO-1).
 static void gpt2_update(GPT2* m, const AdamWConfig& o, real grad_scale, int t) {
     gpt2_allocate_optimizer_state(m);
     real bc1 = 1 - (real)std::pow((double)o.beta1, t), bc2 = 1 - (real)std::pow((double)o.beta2, t);
     for (const TensorInfo& tensor : m->tensors) {
+        size_t begin = std::max(tensor.offset, m->opt_begin), end = std::min(tensor.offset + tensor.size, m->opt_end);
+        if (begin >= end) continue;
         real wd = tensor.decay ? o.weight_decay : 0;
-        real *p = m->params_memory + tensor.offset, *g = m->grads_memory + tensor.offset;
-        real *mm = m->m_memory + tensor.offset, *vv = m->v_memory + tensor.offset;
+        real *p = m->params_memory + begin, *g = m->grads_memory + begin;
+        real *mm = m->m_memory + (begin - m->opt_begin), *vv = m->v_memory + (begin - m->opt_begin);
 #pragma omp parallel for
-        for (size_t i = 0; i < tensor.size; i++) {
+        for (size_t i = 0; i < end - begin; i++) {
             real grad = g[i] * grad_scale;
             mm[i] = o.beta1 * mm[i] + (1 - o.beta1) * grad;
             vv[i] = o.beta2 * vv[i] + (1 - o.beta2) * grad * grad;
@@ -997,6 +1005,7 @@ static void gpt2_free(GPT2* m) {
     free(m->grads_memory);
     free(m->m_memory);
     free(m->v_memory);
+    free(m->micro_grads);
     free(m->acts_memory);
     free(m->grads_acts_memory);
     free(m->inputs);
@@ -1015,10 +1024,46 @@ static void train_backend_init(GPT2*, const TrainOptions& o) {
     if (o.attention) fail("--attention applies to the CUDA trainer only");
 }
 
-static double train_micro_step(GPT2* m, const int* inputs, const int* targets, int B, int T, double loss_scale) {
+static void train_backend_free(GPT2*) {}
+
+// The step's gradient is the sum of each micro-batch's own gradient, in micro-batch order (host/distributed.h), so
+// each micro-batch's gradient is computed alone, into zeroed memory: the step's first into the gradient itself; in
+// one process the later ones into micro_grads, which train_sum_gradients adds; with several processes every one
+// into the gradient buffer, which train_sum_gradients sends to the ranks that sum it.
+static double train_micro_step(GPT2* m, const int* inputs, const int* targets, int B, int T, double loss_scale,
+                               int micro) {
+    real* into = m->grads_memory;  // zeroed by gpt2_zero_grad at the start of the step
+    if (micro > 0) {
+        if (dist.size == 1) {
+            if (!m->micro_grads) m->micro_grads = (real*)calloc_or_fail(m->num_parameters, sizeof(real));
+            into = m->micro_grads;
+        }
+        memset(into, 0, m->num_parameters * sizeof(real));
+    }
+    point_parameters(m->config, &m->grads, into);
     gpt2_forward(m, inputs, targets, B, T);
     if (std::isfinite(m->mean_loss)) gpt2_backward(m, (real)loss_scale);
+    point_parameters(m->config, &m->grads, m->grads_memory);
     return m->mean_loss;
+}
+
+// the step's gradient += this micro-batch's, from every rank in rank order (MPI, host/distributed.h): each rank sums
+// its shard of the parameters, and after the step's last micro-batch the shards are gathered into grads_memory
+static void train_sum_gradients(GPT2* m, int micro, int last) {
+    size_t n = m->num_parameters;
+    if (dist.size == 1) {
+        if (micro == 0) return;  // the gradient itself
+        real *g = m->grads_memory, *add = m->micro_grads;
+#pragma omp parallel for
+        for (size_t i = 0; i < n; i++) g[i] += add[i];
+        return;
+    }
+    size_t begin = shard_begin(n, dist.rank);
+    m->grad_shard.resize(shard_end(n, dist.rank) - begin);
+    dist_sum_into_shard(m->grads_memory, n, m->grad_shard.data(), micro > 0, &m->grad_pieces);
+    if (!last) return;
+    memcpy(m->grads_memory + begin, m->grad_shard.data(), m->grad_shard.size() * sizeof(real));
+    dist_gather_shards(m->grads_memory, n);
 }
 
 static void train_next_token_probs(GPT2* m, const int* tokens, int n, std::vector<double>* probs) {
@@ -1027,9 +1072,19 @@ static void train_next_token_probs(GPT2* m, const int* tokens, int n, std::vecto
     probs->assign(row, row + m->config.vocab_size);
 }
 
+// ZeRO-1 (-z 1): this rank keeps the optimizer state of its shard only (before that state exists)
+static void keep_optimizer_shard(GPT2* m) {
+    if (m->m_memory || !dist.zero) return;
+    m->opt_begin = shard_begin(m->num_parameters, dist.rank);
+    m->opt_end = shard_end(m->num_parameters, dist.rank);
+}
+
+// every rank has the whole gradient; with -z 1 each updates its shard, and the updated parameters are gathered
 static void train_update(GPT2* m, const TrainOptions& o, double lr, double grad_scale, int t) {
     AdamWConfig opt = {(real)lr, (real)0.9, (real)0.95, (real)1e-8, (real)o.weight_decay};
+    keep_optimizer_shard(m);
     gpt2_update(m, opt, (real)grad_scale, t);
+    if (m->opt_end - m->opt_begin < m->num_parameters) dist_gather_shards(m->params_memory, m->num_parameters);
 }
 
 static bool train_params_finite(GPT2* m) {
@@ -1038,14 +1093,24 @@ static bool train_params_finite(GPT2* m) {
     return true;
 }
 
+// every rank holds the whole model; the moments of a ZeRO-1 run are gathered to rank 0, which writes both files
 static SavedFiles train_save(GPT2* m, const char* model_path, const char* state_path, const TrainState& st) {
+    size_t n = m->num_parameters;
+    std::vector<real> mm, vv;
+    const real *m_all = m->m_memory, *v_all = m->v_memory;
+    if (m->opt_end - m->opt_begin < n) {
+        mm = dist_gather_to_rank0(m->m_memory, n), vv = dist_gather_to_rank0(m->v_memory, n);
+        m_all = mm.data(), v_all = vv.data();
+    }
+    if (dist.rank != 0) return {};
     FileSum model = gpt2_save_checkpoint(m, model_path);
-    return {model, state_write(state_path, st, m->m_memory, m->v_memory)};
+    return {model, state_write(state_path, st, m_all, v_all)};
 }
 
 static TrainState train_load_state(GPT2* m, const char* path, DataLoader* loader) {
+    keep_optimizer_shard(m);
     gpt2_allocate_optimizer_state(m);
-    return state_read(path, m->num_parameters, loader, m->m_memory, m->v_memory);
+    return state_read(path, m->num_parameters, loader, m->m_memory, m->v_memory, m->opt_begin, m->opt_end);
 }
 
 static void train_describe(GPT2*, const TrainOptions&, std::vector<std::pair<std::string, std::string>>* rows) {

@@ -966,7 +966,10 @@ struct GPT2 {
     float* params_memory;     // the float32 master weights: what AdamW updates and checkpoints hold
     floatX* params_x;         // what the kernels read: params_memory itself (fp32), or its bf16 copy
     float* grads_memory;
-    float *m_memory, *v_memory;  // AdamW moments
+    float *m_memory, *v_memory;  // AdamW moments of parameters [opt_begin, opt_end)
+    int zero = 0;                // -z 1 (ZeRO-1, set before the model is built): this rank keeps its shard only
+    size_t opt_begin, opt_end;   // the parameters this rank updates: all, or its shard (host/distributed.h)
+    size_t master_begin;         // params_memory[0] is parameter master_begin's: 0, or (bf16 and -z 1) opt_begin
     double* norm_partials;       // (NORM_BLOCKS)
     ActivationTensors acts;
     size_t acts_bytes;
@@ -999,21 +1002,29 @@ static void gpt2_allocate_parameters(GPT2* model) {
     model->tensors = parameter_table(c);
     model->num_parameters = count_parameters(c);
     size_t n = model->num_parameters, free_bytes = 0, total_bytes = 0;
+    model->opt_begin = model->zero ? shard_begin(n, dist.rank) : 0;
+    model->opt_end = model->zero ? shard_end(n, dist.rank) : n;
+    size_t shard = model->opt_end - model->opt_begin;
+    // fp32: the master weights are what the kernels read, whole on every rank; bf16: the kernels read their copy
+    model->master_begin = FLOATX_IS_FLOAT ? 0 : model->opt_begin;
+    size_t masters = FLOATX_IS_FLOAT ? n : shard;
+    // the gradients (and bf16 copy) of all n parameters, the master weights and AdamW moments of this rank's
+    double need = (double)n * (parameter_bytes() - 3 * sizeof(float)) + 4.0 * masters + 8.0 * shard;
     cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
-    if ((double)n * parameter_bytes() > (double)free_bytes)
+    if (need > (double)free_bytes)
         fail("out of GPU memory: this model's %.0fM parameters need %.2f GiB for the weights, gradients and AdamW "
-             "(%zu bytes each), %.2f of %.2f GiB are free: it does not fit this GPU (docs/cuda.md, memory by card)",
-             n / 1e6, (double)n * parameter_bytes() / 1073741824.0, parameter_bytes(), free_bytes / 1073741824.0,
-             total_bytes / 1073741824.0);
-    model->params_memory = cuda_malloc<float>(n, "the parameters");
+             "(%zu bytes each%s), %.2f of %.2f GiB are free: it does not fit this GPU (docs/cuda.md, memory by card)",
+             n / 1e6, need / 1073741824.0, parameter_bytes(), shard < n ? ", less with -z 1's shards" : "",
+             free_bytes / 1073741824.0, total_bytes / 1073741824.0);
+    model->params_memory = cuda_malloc<float>(masters, "the parameters");
     model->params_x = FLOATX_IS_FLOAT ? (floatX*)model->params_memory : cuda_malloc<floatX>(n, "the bf16 weights");
     model->grads_memory = cuda_malloc<float>(n, "the gradients");
-    model->m_memory = cuda_malloc<float>(n, "the AdamW moments");
-    model->v_memory = cuda_malloc<float>(n, "the AdamW moments");
+    model->m_memory = cuda_malloc<float>(shard, "the AdamW moments");
+    model->v_memory = cuda_malloc<float>(shard, "the AdamW moments");
     model->norm_partials = cuda_malloc<double>(NORM_BLOCKS, "the gradient norm");
     cudaCheck(cudaMemset(model->grads_memory, 0, n * sizeof(float)));
-    cudaCheck(cudaMemset(model->m_memory, 0, n * sizeof(float)));
-    cudaCheck(cudaMemset(model->v_memory, 0, n * sizeof(float)));
+    cudaCheck(cudaMemset(model->m_memory, 0, shard * sizeof(float)));
+    cudaCheck(cudaMemset(model->v_memory, 0, shard * sizeof(float)));
     point_parameters(c, &model->params, model->params_x);
     point_parameters(c, &model->grads, model->grads_memory);
     model->acts_memory = nullptr;
@@ -1026,12 +1037,23 @@ static void gpt2_allocate_parameters(GPT2* model) {
     gpu_reserve_partials(std::max(row_partials_floats(c.channels, 2 * LN_SLOTS), (size_t)BIAS_MAX_CHUNKS * 4 * c.channels));
 }
 
+// the float32 master weights that params_memory holds (all, or this rank's shard)
+static size_t master_count(const GPT2* m) { return FLOATX_IS_FLOAT ? m->num_parameters : m->opt_end - m->opt_begin; }
+
+// all n parameters from the host; with sharded master weights (bf16, -z 1) the whole float32 array passes through
+// the gradient buffer, unused until the first backward pass, on its way to the bf16 copy
 static void upload_parameters(GPT2* model, const std::vector<float>& host) {
     size_t n = model->num_parameters;
-    cudaCheck(cudaMemcpy(model->params_memory, host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    float* whole = master_count(model) == n ? model->params_memory : model->grads_memory;
+    cudaCheck(cudaMemcpy(whole, host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
     if ((void*)model->params_x != (void*)model->params_memory) {
-        copy_to_floatX_kernel<<<ceil_div((long long)n, 256), 256>>>(model->params_x, model->params_memory, n);
+        copy_to_floatX_kernel<<<ceil_div((long long)n, 256), 256>>>(model->params_x, whole, n);
         launchCheck();
+    }
+    if (whole != model->params_memory) {
+        cudaCheck(cudaMemcpy(model->params_memory, host.data() + model->master_begin,
+                             master_count(model) * sizeof(float), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemset(model->grads_memory, 0, n * sizeof(float)));
     }
 }
 
@@ -1608,10 +1630,10 @@ static double flops_per_token(const GPT2* m, int T) {
     return 6.0 * m->num_parameters + 6.0 * c.num_layers * c.channels * T;
 }
 
-// the sum of squares of the num_parameters floats at p (parameters or gradients): per-block partial sums in
-// double, added on the host in order
-static double sum_of_squares(GPT2* m, const float* p) {
-    sum_squares_kernel<<<NORM_BLOCKS, NORM_THREADS>>>(m->norm_partials, p, m->num_parameters);
+// the sum of squares of the n floats at p (parameters or gradients): per-block partial sums in double, added on the
+// host in order
+static double sum_of_squares(GPT2* m, const float* p, size_t n) {
+    sum_squares_kernel<<<NORM_BLOCKS, NORM_THREADS>>>(m->norm_partials, p, n);
     launchCheck();
     download(&m->host_partials, m->norm_partials, NORM_BLOCKS);
     double total = 0;
@@ -1621,7 +1643,7 @@ static double sum_of_squares(GPT2* m, const float* p) {
 
 static double gpt2_grad_norm(GPT2* m) {
     profile_part("optimizer");
-    return std::sqrt(sum_of_squares(m, m->grads_memory));
+    return std::sqrt(sum_of_squares(m, m->grads_memory, m->num_parameters));
 }
 
 typedef struct {
@@ -1630,15 +1652,18 @@ typedef struct {
 
 // AdamW (Loshchilov & Hutter) with bias correction; step t counts from 1. The gradient is multiplied by
 // grad_scale first (global-norm clipping). Weight decay is decoupled and applies to 2-D weight matrices only.
+// Updates the parameters [opt_begin, opt_end) (all, but for a rank's shard under ZeRO-1).
 static void gpt2_update(GPT2* m, const AdamWConfig& o, float grad_scale, int t) {
     profile_part("optimizer");
     float bc1 = 1 - (float)std::pow((double)o.beta1, t), bc2 = 1 - (float)std::pow((double)o.beta2, t);
     for (const TensorInfo& tensor : m->tensors) {
+        size_t begin = std::max(tensor.offset, m->opt_begin), end = std::min(tensor.offset + tensor.size, m->opt_end);
+        if (begin >= end) continue;
         float wd = tensor.decay ? o.weight_decay : 0.0f;
-        adamw_kernel<<<elementwise_grid(tensor.size), ELEMENTWISE_THREADS>>>(
-            m->params_memory + tensor.offset,
-            (void*)m->params_x == (void*)m->params_memory ? nullptr : m->params_x + tensor.offset,
-            m->grads_memory + tensor.offset, m->m_memory + tensor.offset, m->v_memory + tensor.offset, tensor.size,
+        adamw_kernel<<<elementwise_grid(end - begin), ELEMENTWISE_THREADS>>>(
+            m->params_memory + (begin - m->master_begin),
+            (void*)m->params_x == (void*)m->params_memory ? nullptr : m->params_x + begin, m->grads_memory + begin,
+            m->m_memory + (begin - m->opt_begin), m->v_memory + (begin - m->opt_begin), end - begin,
             o.learning_rate, o.beta1, o.beta2, bc1, bc2, o.eps, wd, grad_scale);
         launchCheck();
     }
@@ -1660,22 +1685,107 @@ static void gpt2_free(GPT2* m) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
+// data parallelism: the NCCL back end (host/distributed.h holds the design and the MPI side), as llm.c does it. One
+// GPU per rank; rank 0 makes the communicator's id and MPI hands it to the others. Built with NCCL where `make` finds
+// it beside MPI (-DUSE_NCCL); without it, a run of several ranks stops at once. The collectives run on the default
+// stream, ordered with the kernels around them.
+
+#ifdef USE_NCCL
+#include <nccl.h>
+
+#define ncclCheck(call) nccl_check((call), #call, __FILE__, __LINE__)
+static void nccl_check(ncclResult_t r, const char* call, const char* file, int line) {
+    if (r != ncclSuccess) fail("NCCL: %s (%s) at %s:%d", ncclGetErrorString(r), call, file, line);
+}
+
+inline ncclDataType_t nccl_type(const float*) { return ncclFloat; }
+#ifndef ENABLE_FP32
+inline ncclDataType_t nccl_type(const floatX*) { return ncclBfloat16; }
+#endif
+
+static ncclComm_t nccl_comm = nullptr;  // under mpirun (also -np 1), after nccl_init
+
+static void nccl_init() {
+    if (!dist.mpi) return;
+    ncclUniqueId id;
+    if (dist.rank == 0) ncclCheck(ncclGetUniqueId(&id));
+    dist_broadcast_bytes(&id, sizeof(id));
+    ncclCheck(ncclCommInitRank(&nccl_comm, dist.size, id, dist.rank));
+}
+
+static void nccl_free() {
+    if (nccl_comm) ncclCheck(ncclCommDestroy(nccl_comm));
+    nccl_comm = nullptr;
+}
+
+// buf[0..n) = its sum over the ranks, in place
+static void nccl_sum(float* buf, size_t n) {
+    if (nccl_comm) ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, nccl_comm, 0));
+}
+
+// every rank's shard of buf[0..n) (host/distributed.h's shard_begin) to every rank, in place: one broadcast from
+// each rank, grouped (the shards need not be of one size, as ncclAllGather's must)
+template <typename T>
+static void nccl_gather_shards(T* buf, size_t n) {
+    if (!nccl_comm) return;
+    ncclCheck(ncclGroupStart());
+    for (int r = 0; r < dist.size; r++)
+        ncclCheck(ncclBroadcast(buf + shard_begin(n, r), buf + shard_begin(n, r), shard_end(n, r) - shard_begin(n, r),
+                                nccl_type(buf), r, nccl_comm, 0));
+    ncclCheck(ncclGroupEnd());
+}
+#else
+static void nccl_init() {
+    if (dist.size > 1)
+        fail("this train_gpt2cu was built without NCCL, so it trains on one GPU: rebuild where NCCL is installed "
+             "(nccl.h beside nvcc, or in /usr/include) for %d ranks", dist.size);
+}
+static void nccl_free() {}
+static void nccl_sum(float*, size_t) {}
+template <typename T>
+static void nccl_gather_shards(T*, size_t) {}
+#endif
+
+// ----------------------------------------------------------------------------------------------------------------
 // the trainer: the training loop is train_main in host/train_loop.h, shared with the CPU trainer (its flags, logs,
 // checkpoints and samples); these are its hooks, plus -f for TF32 and -r for recomputation
 
 #ifndef TRAIN_GPT2_NO_MAIN
 
+// one GPU per rank: rank r of a machine drives its GPU r; under mpirun the NCCL communicator is set up
 static void train_backend_init(GPT2* m, const TrainOptions& o) {
     if (o.attention) m->attention = parse_attention(o.attention);  // before the device starts: a typo fails at once
     check_cuda_layout(o.norm);
-    gpu_init(o.tf32);
+    if (dist.size > 1) {  // every rank asks, and rank 0 says it once if a machine has too few
+        int count = 0;
+        cudaError_t err = cudaGetDeviceCount(&count);
+        if (err != cudaSuccess) count = 0;
+        if (!dist_all(count >= dist.local_size))
+            dist_fail_together("%d ranks on this machine but %d GPU(s)%s%s%s, or too few on another machine: the "
+                               "CUDA trainer takes one GPU per rank (mpirun -np at most the GPUs; in a hostfile, "
+                               "slots = the machine's GPUs)", dist.local_size, count, err ? " (" : "",
+                               err ? cudaGetErrorString(err) : "", err ? ")" : "");
+    }
+    gpu_init(o.tf32, dist.local_rank);
     m->recompute = o.recompute;  // before gpt2_allocate_activations, which sizes for it
+    m->zero = o.zero;            // before gpt2_allocate_parameters, which keeps this rank's shard
+    nccl_init();
 }
 
-static double train_micro_step(GPT2* m, const int* inputs, const int* targets, int B, int T, double loss_scale) {
+static void train_backend_free(GPT2*) { nccl_free(); }
+
+// The gradients of the step's micro-batches accumulate in place; NCCL sums the ranks' once a step (below).
+static double train_micro_step(GPT2* m, const int* inputs, const int* targets, int B, int T, double loss_scale,
+                               int) {
     gpt2_forward(m, inputs, targets, B, T, (float)loss_scale);  // leaves dlogits in place of the logits
     if (std::isfinite(m->mean_loss)) gpt2_backward(m);
     return m->mean_loss;
+}
+
+// after the step's last micro-batch: the sum over the ranks, in NCCL's order (host/distributed.h says what the CPU
+// back end does to be exact); with one rank under mpirun NCCL's sum is a copy, so the run matches one without mpirun
+static void train_sum_gradients(GPT2* m, int, int last) {
+    if (last) nccl_sum(m->grads_memory, m->num_parameters);
 }
 
 // the softmax of the V real logits at the last position, on the host in double
@@ -1690,27 +1800,41 @@ static void train_next_token_probs(GPT2* m, const int* tokens, int n, std::vecto
     for (int i = 0; i < V; i++) (*probs)[i] /= sum;
 }
 
+// every rank has the whole gradient; under -z 1 each updates its shard and the parameters the kernels read are
+// gathered (NCCL)
 static void train_update(GPT2* m, const TrainOptions& o, double lr, double grad_scale, int t) {
     AdamWConfig opt = {(float)lr, 0.9f, 0.95f, 1e-8f, (float)o.weight_decay};
     gpt2_update(m, opt, (float)grad_scale, t);
+    if (m->zero) nccl_gather_shards(m->params_x, m->num_parameters);
 }
 
 // the float32 master weights are all finite exactly when their sum of squares in double is (no float squared
-// overflows a double)
-static bool train_params_finite(GPT2* m) { return std::isfinite(sum_of_squares(m, m->params_memory)); }
+// overflows a double); under -z 1 each rank checks its shard
+static bool train_params_finite(GPT2* m) {
+    return dist_all(std::isfinite(sum_of_squares(m, m->params_memory, master_count(m))));
+}
 
+// the master weights and the moments, gathered to rank 0 where a rank holds its shard only (MPI, on the host);
+// rank 0 writes both files
 static SavedFiles train_save(GPT2* m, const char* model_path, const char* state_path, const TrainState& st) {
-    size_t n = m->num_parameters;
-    FileSum model = checkpoint_write(model_path, m->config, download(m->params_memory, n).data());  // master weights
-    return {model, state_write(state_path, st, download(m->m_memory, n).data(), download(m->v_memory, n).data())};
+    size_t n = m->num_parameters, shard = m->opt_end - m->opt_begin;
+    auto whole = [&](const float* device, size_t count) {  // on rank 0: all n values
+        return count == n ? (dist.rank == 0 ? download(device, n) : std::vector<float>())
+                          : dist_gather_to_rank0(download(device, count).data(), n);
+    };
+    std::vector<float> params = whole(m->params_memory, master_count(m)), mm = whole(m->m_memory, shard),
+                       vv = whole(m->v_memory, shard);
+    if (dist.rank != 0) return {};
+    FileSum model = checkpoint_write(model_path, m->config, params.data());  // master weights
+    return {model, state_write(state_path, st, mm.data(), vv.data())};
 }
 
 static TrainState train_load_state(GPT2* m, const char* path, DataLoader* loader) {
-    size_t n = m->num_parameters;
-    std::vector<float> m_host(n), v_host(n);
-    TrainState st = state_read(path, n, loader, m_host.data(), v_host.data());
-    cudaCheck(cudaMemcpy(m->m_memory, m_host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(m->v_memory, v_host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    size_t n = m->num_parameters, shard = m->opt_end - m->opt_begin;
+    std::vector<float> m_host(shard), v_host(shard);
+    TrainState st = state_read(path, n, loader, m_host.data(), v_host.data(), m->opt_begin, m->opt_end);
+    cudaCheck(cudaMemcpy(m->m_memory, m_host.data(), shard * sizeof(float), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(m->v_memory, v_host.data(), shard * sizeof(float), cudaMemcpyHostToDevice));
     return st;
 }
 
@@ -1727,9 +1851,10 @@ static void train_describe(GPT2* m, const TrainOptions& o, std::vector<std::pair
                  flops_per_token(m, m->seq_len) / 1e9);
         rows->push_back({"MFU against", line});
     }
-    snprintf(line, sizeof(line), "%.0f MiB parameters+grads+AdamW, %.0f MiB activations%s",
-             (double)m->num_parameters * parameter_bytes() / 1048576.0, m->acts_bytes / 1048576.0,
-             m->recompute ? " (-r 1)" : "");
+    size_t shard = m->opt_end - m->opt_begin;  // -z 1: the master weights (bf16) and moments of a shard
+    double bytes = m->num_parameters * (parameter_bytes() - 3 * sizeof(float)) + 4.0 * master_count(m) + 8.0 * shard;
+    snprintf(line, sizeof(line), "%.0f MiB parameters+grads+AdamW%s, %.0f MiB activations%s", bytes / 1048576.0,
+             shard < m->num_parameters ? " (-z 1)" : "", m->acts_bytes / 1048576.0, m->recompute ? " (-r 1)" : "");
     rows->push_back({"memory", line});
 }
 

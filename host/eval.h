@@ -6,6 +6,7 @@ host/train_loop.h): the validation loss, samples, and the exact-match accuracy o
 #include <algorithm>
 #include <vector>
 #include "dataloader.h"
+#include "distributed.h"
 #include "rand.h"
 #include "tokenizer.h"
 
@@ -72,7 +73,8 @@ static double answer_accuracy(const AnswerSet& set, int eot, int max_len, NextTo
 // ----------------------------------------------------------------------------------------------------------------
 // validation and samples
 
-// the mean loss over up to max_batches batches of the validation shards, from their start
+// the mean loss over up to max_batches batches of the validation shards, from their start. Under mpirun the ranks
+// share the batches (rank r takes r, r + N, ...) and the losses are added in batch order, as one process adds them.
 template <typename Model>
 static double validation_loss(Model* model, DataLoader* val, int max_batches) {
     long long tokens = 0;
@@ -80,12 +82,18 @@ static double validation_loss(Model* model, DataLoader* val, int max_batches) {
     long long fit = tokens / ((long long)val->B * val->T);
     int batches = fit < max_batches ? (int)fit : max_batches;
     dataloader_reset(val);
-    double sum = 0;
+    std::vector<double> mine;  // this rank's batches' losses
     for (int i = 0; i < batches; i++) {
+        if (i % dist.size != dist.rank) {
+            dataloader_skip_batch(val);
+            continue;
+        }
         dataloader_next_batch(val);
         gpt2_forward(model, val->inputs.data(), val->targets.data(), val->B, val->T);
-        sum += model->mean_loss;
+        mine.push_back(model->mean_loss);
     }
+    double sum = 0;
+    for (double loss : dist_gather_batch_order(mine, batches)) sum += loss;
     return sum / batches;
 }
 

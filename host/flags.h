@@ -22,6 +22,7 @@ typedef struct {
     int B, T, total_batch, warmup, max_steps, val_every, val_steps, sample_every, gen_tokens;
     int checkpoint_every, resume, overfit, tf32, eval_answers;
     int recompute;  // -r: CUDA trainer only, recompute GELU and LayerNorm outputs in the backward pass (0 or 1)
+    int zero;       // -z: 1 shards the optimizer state over the ranks of mpirun (ZeRO-1, host/distributed.h)
     int print_tensors;  // --print-tensors: print the model's tensor table as JSON and exit
     int start_over;     // --start-over: a fresh run may replace the previous run's files in -o
     int top_k;          // --top-k: sample among the k most likely tokens only (0: all)
@@ -74,6 +75,7 @@ static void print_usage(const char* program) {
             "              of keeping them, for less memory (default 0; the CPU trainer rejects -r 1)\n"
             "  --attention materialized|flash   CUDA trainer only: the attention kernels (default: the build's,\n"
             "              make ATTENTION=...)\n"
+            "  -z 0|1      under mpirun -np N: 1 keeps each rank's shard of the AdamW state only (ZeRO-1; default 0)\n"
             "  threads (CPU): OMP_NUM_THREADS\n");
 }
 
@@ -176,6 +178,7 @@ static TrainOptions parse_options(int argc, char** argv) {
         else if (!strcmp(f, "-a")) o.overfit = (int)parse_int(f, v);
         else if (!strcmp(f, "-f")) o.tf32 = (int)parse_int(f, v);
         else if (!strcmp(f, "-r")) o.recompute = (int)parse_int(f, v);
+        else if (!strcmp(f, "-z")) o.zero = (int)parse_int(f, v);
         else if (!strcmp(f, "--eval-answers")) o.eval_answers = (int)parse_int(f, v);
         else fail("unknown flag '%s' (see -h)", f);
     }
@@ -196,6 +199,7 @@ static TrainOptions parse_options(int argc, char** argv) {
     if ((o.resume != 0 && o.resume != 1) || (o.overfit != 0 && o.overfit != 1) || (o.tf32 != 0 && o.tf32 != 1))
         fail("-y, -a and -f take 0 or 1");
     if (o.recompute != 0 && o.recompute != 1) fail("-r takes 0 or 1");
+    if (o.zero != 0 && o.zero != 1) fail("-z takes 0 or 1 (ZeRO-1: the optimizer state sharded over the ranks)");
     if (o.resume && !o.out_dir) fail("-y 1 needs -o <dir> to find the checkpoint in");
     if (o.out_dir && !*o.out_dir) fail("-o needs a directory name (got an empty one)");
     if (o.start_over && o.resume) fail("--start-over and -y 1 contradict each other");

@@ -14,10 +14,12 @@ backward, update, log. With it come the pieces it is built from, one file per ro
   host/flags.h         the command-line flags
   host/rundir.h        the run directory: checkpoints and their markers
   host/eval.h          validation, samples, answer accuracy
+  host/distributed.h   several processes (mpirun -np N): the batches shared out, the gradients summed, ZeRO-1
 */
 #pragma once
 #include "checkpoint.h"
 #include "dataloader.h"
+#include "distributed.h"
 #include "eval.h"
 #include "flags.h"
 #include "init.h"
@@ -34,13 +36,19 @@ backward, update, log. With it come the pieces it is built from, one file per ro
 //   mean_loss), gpt2_zero_grad, gpt2_grad_norm, gpt2_free
 // and these hooks (found when train_main is instantiated):
 //   train_backend_init(m, o)                     check the flags that concern the backend, start it
-//   train_micro_step(m, in, tg, B, T, scale)     forward and backward of one micro-batch, gradients of
-//                                                scale * mean loss accumulated; returns the loss (maybe not finite)
+//   train_micro_step(m, in, tg, B, T, scale, k)  forward and backward of this rank's micro-batch k of the step, the
+//                                                gradient of scale * mean loss kept for train_sum_gradients;
+//                                                returns the loss (maybe not finite)
+//   train_sum_gradients(m, k, last)              after micro-batch k (last: the step's last): the step's gradient,
+//                                                summed over the ranks (host/distributed.h), complete after the last
 //   train_next_token_probs(m, tokens, n, &p)     p = the model's distribution of the token after tokens[0..n)
-//   train_update(m, o, lr, grad_scale, t)        one AdamW step (t counts from 1)
-//   train_params_finite(m)                       all parameters finite?
-//   train_save(m, model_path, state_path, st)    checkpoint and optimizer state; returns their sizes and checksums
-//   train_load_state(m, path, loader)            the reverse of the state part; moves the loader
+//   train_update(m, o, lr, grad_scale, t)        one AdamW step (t counts from 1); -z 1: of this rank's shard, then
+//                                                the parameters gathered
+//   train_params_finite(m)                       all parameters finite (on every rank)?
+//   train_save(m, model_path, state_path, st)    checkpoint and optimizer state (every rank calls it, rank 0
+//                                                writes); returns their sizes and checksums
+//   train_load_state(m, path, loader)            the reverse of the state part (this rank's shard); moves the loader
+//   train_backend_free(m)                        the reverse of train_backend_init
 //   train_describe(m, o, &rows)                  extra rows of the header table
 //   train_progress_suffix(m, tokens_per_s)       appended to each progress line
 //   train_sync(m)                                wait for the device before a step's time is read
@@ -123,6 +131,37 @@ static int sample_only(Model* model, const TrainOptions& o) {
     return 0;
 }
 
+// what the ranks of one run must agree on (host/distributed.h): the command line (the program's name included,
+// not its path), and the data and checkpoint it reads
+static uint64_t command_line_hash(int argc, char** argv) {
+    Checksum h;
+    const char* name = strrchr(argv[0], '/');
+    h.update(name ? name + 1 : argv[0], strlen(name ? name + 1 : argv[0]) + 1);
+    for (int i = 1; i < argc; i++) h.update(argv[i], strlen(argv[i]) + 1);
+    return h.digest();
+}
+static uint64_t data_hash(const DataLoader& train, const DataLoader* val, uint64_t checkpoint) {
+    Checksum h;
+    for (const DataLoader* d : {&train, val}) {
+        if (!d) continue;
+        for (size_t i = 0; i < d->files.size(); i++) {
+            h.update(d->files[i].c_str(), d->files[i].size() + 1);
+            h.update(&d->num_tokens[i], sizeof(long long));
+        }
+        h.update(&d->vocab_size, sizeof(int));
+    }
+    h.update(&checkpoint, sizeof(checkpoint));
+    return h.digest();
+}
+
+// the end of a run, its error-free returns: the backend stopped, then MPI
+template <typename Model>
+static int train_finish(Model* model, int rc) {
+    train_backend_free(model);
+    dist_finalize();
+    return rc;
+}
+
 template <typename Model>
 static int train_main(int argc, char** argv) {
     TrainOptions o = parse_options(argc, argv);
@@ -131,22 +170,36 @@ static int train_main(int argc, char** argv) {
         return 0;
     }
     catch_fatal_signals();
+    // the processes mpirun started (one without it), all with the same flags; from here on only rank 0 prints
+    dist_init(o.zero);
+    dist_check_same(command_line_hash(argc, argv), "the command line");
+    int B = o.B, T = o.T;
+    int accum = o.total_batch / (B * T);  // micro-batches a step, dealt out over the ranks
+    if (accum % dist.size != 0)
+        dist_fail_together("-d %d does not split over %d processes: it must be a multiple of b*t*processes = %lld",
+                           o.total_batch, dist.size, (long long)B * T * dist.size);
+    int micro_steps = accum / dist.size;  // this rank's
     Model model;
     train_backend_init(&model, o);
-    if (o.max_steps == 0 && o.prompt) return sample_only(&model, o);
-    int B = o.B, T = o.T;
+    if (o.max_steps == 0 && o.prompt) return train_finish(&model, dist.rank == 0 ? sample_only(&model, o) : 0);
 
-    // the run directory (-o): this run's alone (locked), resumed with -y 1, started over, or new
+    // the run directory (-o): this run's alone (locked by rank 0, which alone writes it), resumed with -y 1,
+    // started over, or new
     RunDir run = {};
-    if (o.out_dir) rundir_open(&run, o.out_dir, o.resume, o.start_over);
-    int resume_step = o.resume ? latest_checkpoint(run.dir) : -1;
-    if (o.resume && resume_step < 0) fail("-y 1: no complete checkpoint (DONE_<step>) in '%s'", o.out_dir);
+    if (o.out_dir && dist.rank == 0) rundir_open(&run, o.out_dir, o.resume, o.start_over);
+    else if (o.out_dir) run.dir = o.out_dir;
+    int resume_step = dist_broadcast_int(o.resume && dist.rank == 0 ? latest_checkpoint(run.dir) : -1);
+    if (o.resume && resume_step < 0)
+        dist_fail_together("-y 1: no complete checkpoint (DONE_<step>) in '%s'", o.out_dir);
 
-    // the data, and how many steps
+    // the data (the same on every rank), and how many steps
     DataLoader train, val;
     dataloader_init(&train, o.train_pattern, B, T);
     if (o.val_every > 0) dataloader_init(&val, o.val_pattern, B, T);
-    int accum = o.total_batch / (B * T);
+    uint64_t checkpoint_id = resume_step >= 0 ? file_checksum(run_file(run, "DONE", resume_step)).hash
+                             : o.model && !is_shape_name(o.model) ? (uint64_t)file_size_or_fail(o.model) : 0;
+    dist_check_same(data_hash(train, o.val_every > 0 ? &val : nullptr, checkpoint_id),
+                    "the data or the checkpoint they start from");
     long long train_tokens = 0;
     for (long long n : train.num_tokens) train_tokens += n;
     long long epoch_steps = std::max(1LL, train_tokens / o.total_batch);
@@ -155,13 +208,15 @@ static int train_main(int argc, char** argv) {
     if (resume_step >= max_steps) {
         printf("nothing to do: the latest checkpoint in %s is at step %d and -x is %d (a larger -x extends the run)\n",
                run.dir.c_str(), resume_step, max_steps);
-        return 0;
+        return train_finish(&model, 0);
     }
 
     // the model: resumed from -o (its checkpoint checked against its marker), loaded from -e <file>, or new
     if (resume_step >= 0) {
-        uint64_t id = verify_checkpoint(run, resume_step);
-        if (id) run.run_id = id;
+        if (dist.rank == 0) {  // the files are the ones the marker vouches for (the other ranks' marker is rank 0's)
+            uint64_t id = verify_checkpoint(run, resume_step);
+            if (id) run.run_id = id;
+        }
         gpt2_build_from_checkpoint(&model, run_file(run, "model", resume_step).c_str());
         check_loaded_config(model.config, o);
     } else if (o.model && !is_shape_name(o.model)) {
@@ -206,7 +261,7 @@ static int train_main(int argc, char** argv) {
                    learning_rate_at(start_step, max_steps, o.lr, o.warmup, o.final_frac),
                    learning_rate_at(start_step, st.max_steps, o.lr, o.warmup, o.final_frac));
     }
-    FILE* logfile = o.out_dir ? open_main_log(run, resume_step) : nullptr;
+    FILE* logfile = o.out_dir && dist.rank == 0 ? open_main_log(run, resume_step) : nullptr;
 
     std::vector<std::pair<std::string, std::string>> rows;
     char line[256];
@@ -219,8 +274,17 @@ static int train_main(int argc, char** argv) {
              cfg.max_seq_len, cfg.vocab_size, cfg.padded_vocab_size);
     rows.push_back({"model", line});
     rows.push_back({"parameters", std::to_string(model.num_parameters)});
-    snprintf(line, sizeof(line), "B=%d T=%d, %d micro-step(s), %d tokens per step", B, T, accum, o.total_batch);
+    if (dist.size == 1)
+        snprintf(line, sizeof(line), "B=%d T=%d, %d micro-step(s), %d tokens per step", B, T, accum, o.total_batch);
+    else
+        snprintf(line, sizeof(line), "B=%d T=%d, %d micro-step(s) x %d ranks, %d tokens", B, T, micro_steps,
+                 dist.size, o.total_batch);
     rows.push_back({"batch", line});
+    if (dist.mpi) {
+        snprintf(line, sizeof(line), "%d (mpirun), %d on this machine%s", dist.size, dist.local_size,
+                 dist.zero ? "; ZeRO-1 (-z 1)" : "");
+        rows.push_back({"processes", line});
+    }
     rows.push_back({"train data", o.train_pattern});
     rows.push_back({"train tokens", std::to_string(train_tokens) + " tokens"});
     rows.push_back({"steps", std::to_string(start_step) + " to " + std::to_string(max_steps)});
@@ -235,23 +299,24 @@ static int train_main(int argc, char** argv) {
     // checkpoint records, so that a resume trains on the same batch
     int overfit_shard = train.shard;
     long long overfit_position = train.position;
+    std::vector<double> micro_losses(micro_steps);
     double loop_start = now_seconds();
     for (int step = start_step; step <= max_steps; step++) {
         int last = step == max_steps;
         if (o.val_every > 0 && (step % o.val_every == 0 || last)) {
             double val_loss = validation_loss(&model, &val, o.val_steps);
-            if (!std::isfinite(val_loss))
-                fail("the validation loss is %f at step %d: training diverged; no checkpoint was written", val_loss,
-                     step);
+            if (!std::isfinite(val_loss))  // the same on every rank, as is the gradient norm below
+                dist_fail_together("the validation loss is %f at step %d: training diverged; no checkpoint was "
+                                   "written", val_loss, step);
             printf("val loss %.6f\n", val_loss);
             log_line(logfile, "s:%d tel:%.6f\n", step, val_loss);
-            if (o.eval_answers > 0) {
+            if (o.eval_answers > 0 && dist.rank == 0) {
                 double acc = answer_accuracy(answers, tokenizer.eot_token, T, greedy_next);
                 printf("answer accuracy %.4f (%zu problems)\n", acc, answers.questions.size());
                 log_line(logfile, "s:%d acc:%.6f\n", step, acc);
             }
         }
-        if (o.sample_every > 0 && ((step > start_step && step % o.sample_every == 0) || last)) {
+        if (o.sample_every > 0 && dist.rank == 0 && ((step > start_step && step % o.sample_every == 0) || last)) {
             printf("generating:\n---\n");
             generate(&model, &tokenizer, context, o.gen_tokens, T, &rng, o.temperature, o.top_k);
             printf("---\n");
@@ -261,11 +326,13 @@ static int train_main(int argc, char** argv) {
         // diverges never writes over, or past, its last good checkpoint. Its marker comes last.
         auto save_checkpoint = [&](int shard, long long position) {
             if (!train_params_finite(&model))
-                fail("a parameter is not finite at step %d: training diverged; no checkpoint was written", step);
+                dist_fail_together("a parameter is not finite at step %d: training diverged; no checkpoint was "
+                                   "written", step);
             if (o.overfit) shard = overfit_shard, position = overfit_position;
             std::string model_path = run_file(run, "model", step), state_path = run_file(run, "state", step);
             TrainState st = {step, B, T, shard, position, rng, model.num_parameters, max_steps};
             SavedFiles saved = train_save(&model, model_path.c_str(), state_path.c_str(), st);
+            if (dist.rank != 0) return;
             write_marker(run, step, saved.model, saved.state);
             printf("checkpoint saved: %s\n", model_path.c_str());
         };
@@ -277,23 +344,25 @@ static int train_main(int argc, char** argv) {
         double t0 = now_seconds();
         int shard0 = train.shard;  // where this step's batches start, for its checkpoint
         long long position0 = train.position;
+        // micro-batch m of the step goes to rank m % N (host/distributed.h); -a 1: every rank trains on the one batch
         gpt2_zero_grad(&model);
-        double loss = 0;
-        for (int micro = 0; micro < accum; micro++) {
-            if (!o.overfit || (step == start_step && micro == 0)) dataloader_next_batch(&train);
-            double micro_loss =
-                train_micro_step(&model, train.inputs.data(), train.targets.data(), B, T, 1.0 / accum);
-            if (!std::isfinite(micro_loss))
+        for (int k = 0; k < micro_steps; k++) {
+            if (!o.overfit) dataloader_next_batch_of(&train, dist.rank, dist.size);
+            else if (step == start_step && k == 0) dataloader_next_batch(&train);
+            micro_losses[k] = train_micro_step(&model, train.inputs.data(), train.targets.data(), B, T, 1.0 / accum, k);
+            if (!std::isfinite(micro_losses[k]))
                 fail("the loss is %f at step %d: training diverged (try a lower -l); no checkpoint was written",
-                     micro_loss, step + 1);
-            loss += micro_loss / accum;
+                     micro_losses[k], step + 1);
+            train_sum_gradients(&model, k, k == micro_steps - 1);
         }
+        double loss = 0;
+        for (double micro_loss : dist_gather_batch_order(micro_losses, accum)) loss += micro_loss / accum;
         if (o.out_dir && o.checkpoint_every > 0 && step > start_step && step % o.checkpoint_every == 0)
             save_checkpoint(shard0, position0);
         double norm = gpt2_grad_norm(&model);
         if (!std::isfinite(norm))
-            fail("the gradient norm is %f at step %d: training diverged (try a lower -l); no checkpoint was written",
-                 norm, step + 1);
+            dist_fail_together("the gradient norm is %f at step %d: training diverged (try a lower -l); no "
+                               "checkpoint was written", norm, step + 1);
         double grad_scale = o.grad_clip > 0 && norm > o.grad_clip ? o.grad_clip / norm : 1.0;
         double lr = learning_rate_at(step, max_steps, o.lr, o.warmup, o.final_frac);
         train_update(&model, o, lr, grad_scale, step + 1);
@@ -308,5 +377,5 @@ static int train_main(int argc, char** argv) {
     }
     if (logfile) fclose(logfile);
     gpt2_free(&model);
-    return 0;
+    return train_finish(&model, 0);
 }

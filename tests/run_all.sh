@@ -46,6 +46,7 @@ run_suite data          $PY tests/test_data.py
 run_suite gradients     ./tests/test_gradients
 run_suite reference     ./tests/test_reference
 run_suite cli           bash tests/test_cli.sh
+run_suite distributed   bash tests/test_distributed.sh
 run_suite experiments   bash experiments/smoke_test.sh
 run_suite gpu_scripts   bash tests/test_gpu_scripts.sh
 run_suite emulator      ./tests/test_emulator
