@@ -167,5 +167,14 @@ else
     fi
 fi
 
+# the GPU check's NCCL step (tests/gpu_nccl_check.sh) on a machine without a GPU: it runs nothing and says why
+if ! nvidia-smi -L 2> /dev/null | grep -q '^GPU '; then
+    timeout 60 bash tests/gpu_nccl_check.sh > "$TMP/nccl_check.txt" 2>&1
+    rc=$? last=$(tail -n 1 "$TMP/nccl_check.txt")
+    if [ $rc = 0 ] && [ "$last" = "nccl_check: skipped: no GPU (nvidia-smi lists none)" ]; then
+        ok "tests/gpu_nccl_check.sh without a GPU: '$last', exit status 0"
+    else bad "tests/gpu_nccl_check.sh without a GPU" "last line '$last'"; fi
+fi
+
 echo "$pass passed, $fail failed$([ $skip -gt 0 ] && echo ", $skip skipped")"
 [ $fail -eq 0 ]
