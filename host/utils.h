@@ -35,12 +35,23 @@ static void remove_pending_tmp() {
 
 [[noreturn]] static void fail(const char* fmt, ...) {
     remove_pending_tmp();
-    va_list ap;
+    // the line in one write, so that the lines of several ranks cannot interleave (whole, however long its paths)
+    va_list ap, ap2;
     va_start(ap, fmt);
-    fprintf(stderr, "error: %s", fail_tag);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    va_copy(ap2, ap);
+    int n = vsnprintf(nullptr, 0, fmt, ap);
     va_end(ap);
+    std::string line = std::string("error: ") + fail_tag;
+    size_t head = line.size();
+    line.resize(head + (n > 0 ? n : 0) + 1);
+    vsnprintf(&line[head], line.size() - head, fmt, ap2);
+    va_end(ap2);
+    line.back() = '\n';
+    // A rank other than 0 waits before it speaks: an error every rank meets (a bad flag found by each) is then said
+    // once, by rank 0, whose exit makes mpirun stop the others; an error of this rank alone is said 2 s later.
+    if (fail_tag[0]) sleep(2);
+    fputs(line.c_str(), stderr);
+    fflush(stderr);
     exit(EXIT_FAILURE);
 }
 

@@ -66,15 +66,21 @@ same() {
     else bad "$name" "$why"; fi
 }
 
-# ---- bit-exact: 2 ranks x 1 micro-batch = 1 process x 2 micro-batches, each layout, -z 0 and -z 1
-for norm in pre post siamese; do
-    train $norm-1 "${ONE[@]}" -- --norm $norm -x 4 -d 64
-    train $norm-2 "${MPIRUN[@]}" -np 2 -- --norm $norm -x 4 -d 64
-    train $norm-2z "${MPIRUN[@]}" -np 2 -- --norm $norm -x 4 -d 64 -z 1
+# ---- bit-exact: 2 ranks x 1 micro-batch = 1 process x 2 micro-batches, each layout, -z 0 and -z 1: every layout
+# the trainer lists in its usage (host/layouts.h's registry), so that a new layout is tested here without an edit
+LAYOUTS=$("$BIN" -h 2>&1 | sed -n 's/^ *--norm <layout> *\([a-z|]*\) .*/\1/p' | tr '|' ' ')
+if [ "$(wc -w <<< "$LAYOUTS")" -ge 5 ]; then ok "the layouts to test, from $BIN -h: $LAYOUTS"
+else bad "the layouts from $BIN -h" "found '$LAYOUTS' (fewer than pre post siamese mix deepnorm)"; fi
+for norm in $LAYOUTS; do
+    own=()  # a layout's own setting where its default does nothing at 2 layers (Mix-LN: floor(0.25 * 2) = 0)
+    [ $norm = mix ] && own=(--mix-alpha 0.5)
+    train $norm-1 "${ONE[@]}" -- --norm $norm "${own[@]}" -x 4 -d 64
+    train $norm-2 "${MPIRUN[@]}" -np 2 -- --norm $norm "${own[@]}" -x 4 -d 64
+    train $norm-2z "${MPIRUN[@]}" -np 2 -- --norm $norm "${own[@]}" -x 4 -d 64 -z 1
     same "$norm: mpirun -np 2 = one process with 2 accumulation steps" $norm-1 $norm-2
     same "$norm: mpirun -np 2 -z 1 (ZeRO-1) = one process" $norm-1 $norm-2z
 done
-# 2 micro-batches on each rank: the step's 4 are dealt out 0,1 | 2,3 and summed in that order
+# 2 micro-batches on each rank: of the step's 4, rank 0 takes 0 and 2, rank 1 takes 1 and 3; summed 0, 1, 2, 3
 train acc4-1 "${ONE[@]}" -- --norm siamese -x 4 -d 128
 train acc4-2 "${MPIRUN[@]}" -np 2 -- --norm siamese -x 4 -d 128 -z 1
 same "siamese: mpirun -np 2 with 2 micro-batches a rank = one process with 4" acc4-1 acc4-2
@@ -124,6 +130,11 @@ expect_error() {  # NAME PATTERN CMD...
 }
 expect_error "-d that does not split over the ranks" "does not split over 2 processes" \
     "${MPIRUN[@]}" -np 2 "$BIN" "${TINY[@]}" -x 1 -d 32
+# an error each rank finds for itself (here a layout's setting): said once, by rank 0, not once a rank
+expect_error "a bad flag every rank finds, said once" "--mix-alpha 0.25 at 2 layers gives no Post-LN block" \
+    "${MPIRUN[@]}" -np 2 "$BIN" "${TINY[@]}" --norm mix -x 1 -d 64
+if grep -q '^error: rank' "$TMP/err"; then bad "the bad flag's error from rank 0" "$(grep '^error:' "$TMP/err")"
+else ok "the bad flag's error is rank 0's (no rank tag)"; fi
 expect_error "ranks given other flags" "disagree on the command line" \
     "${MPIRUN[@]}" -np 1 "$BIN" "${TINY[@]}" -x 1 -d 64 : -np 1 "$BIN" "${TINY[@]}" -x 2 -d 64
 # the same command line in two directories whose train.bin differ (mpirun's -wdir): other data
@@ -169,7 +180,7 @@ fi
 
 # the GPU check's NCCL step (tests/gpu_nccl_check.sh) on a machine without a GPU: it runs nothing and says why
 if ! nvidia-smi -L 2> /dev/null | grep -q '^GPU '; then
-    timeout 60 bash tests/gpu_nccl_check.sh > "$TMP/nccl_check.txt" 2>&1
+    OUT="$TMP/nccl_out" timeout 60 bash tests/gpu_nccl_check.sh > "$TMP/nccl_check.txt" 2>&1
     rc=$? last=$(tail -n 1 "$TMP/nccl_check.txt")
     if [ $rc = 0 ] && [ "$last" = "nccl_check: skipped: no GPU (nvidia-smi lists none)" ]; then
         ok "tests/gpu_nccl_check.sh without a GPU: '$last', exit status 0"
