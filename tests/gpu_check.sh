@@ -4,6 +4,9 @@
 #   here, where the working tree is:   make gpu-prep
 #   on the lent GPU, first the check:  run(command="bash tests/gpu_check.sh", carry=[".gpu"], timeout_s=540)
 #   then the speed table:              run(command="bash tests/bench_gpu.sh", carry=[".gpu"], timeout_s=330)
+#   where the lent machine has MPI:    run(command="bash tests/gpu_nccl_check.sh", carry=[".gpu"], timeout_s=300)
+#     (the NCCL back end with one rank, bit for bit against the plain run; its own call, since this one's stages
+#     fill its budget; it says "skipped" in seconds where there is no MPI)
 #
 # `make gpu-prep` writes .gpu/ (git-ignored: the KJV shards, doctest.h, a record of the tree; tests/gpu_prep.sh),
 # so the GPU machine needs the working tree and that folder and nothing else. In order of importance:

@@ -7,7 +7,12 @@
 # between GPUs: this shows the path runs and changes nothing, not that several GPUs sum correctly (no run of
 # several GPUs has been done).
 #
-#   bash tests/gpu_nccl_check.sh [KJV_DIR]     (default .gpu/kjv, else data/kjv; about 30-60 s on an H200)
+#   bash tests/gpu_nccl_check.sh [KJV_DIR]     (default .gpu/kjv, else data/kjv)
+#
+# On a lent GPU it is the third call after tests/gpu_check.sh and tests/bench_gpu.sh (their budgets leave no room
+# inside them): run(command="bash tests/gpu_nccl_check.sh", carry=[".gpu"], timeout_s=300). Its own budget: the
+# build where the binaries lack NCCL (make; 180 s at most), then the runs under one deadline of 120 s (a run of the
+# tiny model takes seconds). Its log is $OUT/nccl_check.log (OUT defaults to /tmp/gpu_check).
 #
 # Uses ./train_gpt2cu and ./train_gpt2fp32cu as built (make builds them with MPI and NCCL where mpicxx and nccl.h
 # are found), building them if missing. Without a GPU, mpirun, an MPI build or NCCL it runs nothing and says why.
@@ -19,7 +24,11 @@ set -u
 cd "$(dirname "$0")/.."
 KJV=${1:-$([ -d .gpu/kjv ] && echo .gpu/kjv || echo data/kjv)}
 TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+OUT=${OUT:-/tmp/gpu_check}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/nccl_check.log") 2>&1
+TEE=$!
+trap 'exec > /dev/null 2>&1; wait $TEE; rm -rf "$TMP"' EXIT  # tee has written the last line when this exits
 skip() { echo "nccl_check: skipped: $*"; exit 0; }
 command -v nvcc > /dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"; }
 [ -d /usr/local/cuda/lib64 ] && export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -37,7 +46,7 @@ timeout 30 mpirun -np 1 true > "$TMP/mpirun.txt" 2>&1 || skip "mpirun cannot sta
 for b in train_gpt2cu train_gpt2fp32cu; do
     if [ ! -x ./$b ] || ! ldd ./$b | grep -q libnccl; then
         echo "building $b"
-        make -s $b > "$TMP/build.txt" 2>&1 || { tail -n 5 "$TMP/build.txt"; echo "nccl_check: FAILED (make $b)"; exit 1; }
+        timeout 180 make -s -j"$(nproc)" $b > "$TMP/build.txt" 2>&1 || { tail -n 5 "$TMP/build.txt"; echo "nccl_check: FAILED (make $b)"; exit 1; }
     fi
     ldd ./$b | grep -q libnccl || skip "$b was built without NCCL (no nccl.h beside nvcc or in /usr/include, or no MPI when make ran)"
     if ldd ./$b | grep -q 'not found'; then
@@ -51,12 +60,14 @@ echo "GPUs: $GPUS; $(mpirun --version 2>&1 | head -n 1); NCCL: $(ldd ./train_gpt
 FLAGS=(-i "$KJV/kjv_train.bin" -j "$KJV/kjv_val.bin" --norm siamese --layers 2 --channels 64 --heads 2 -b 4 -t 64
        -d 512 -x 6 -l 1e-3 -u 2 -q 0.1 -c 0.1 -v 3 -m 2 -s 0 -n 3)
 passed=0 failed=()
+DEADLINE=$((SECONDS + 120))
+left() { local l=$((DEADLINE - SECONDS)); echo $((l < 5 ? 5 : l)); }  # a run's timeout: what is left, 5 s at least
 run() {  # NAME LAUNCHER... -- BINARY FLAGS...
     local name=$1; shift
     local launcher=()
     while [ "$1" != -- ]; do launcher+=("$1"); shift; done
     shift
-    timeout 120 "${launcher[@]}" "$@" -o "$TMP/$name" > "$TMP/$name.txt" 2>&1 ||
+    timeout "$(left)" "${launcher[@]}" "$@" -o "$TMP/$name" > "$TMP/$name.txt" 2>&1 ||
         echo "--- $name: exit status $?: $(grep -m2 -E '^error|NCCL WARN' "$TMP/$name.txt" || tail -n 3 "$TMP/$name.txt")"
 }
 log_of() { sed 's/ ms:[0-9.]*//' "$TMP/$1/main.log" 2> /dev/null; }
@@ -84,7 +95,7 @@ done
 grep -E '^\| (processes|memory|device) ' "$TMP/train_gpt2cu-np1z.txt"
 grep -E '^step +6/' "$TMP/train_gpt2cu-plain.txt" "$TMP/train_gpt2cu-np1.txt" | sed "s|$TMP/||"
 if [ "$GPUS" = 1 ]; then  # more ranks than GPUs: one error, not a hang
-    timeout 120 mpirun -np 2 ./train_gpt2cu "${FLAGS[@]}" > "$TMP/two.txt" 2>&1
+    timeout "$(left)" mpirun -np 2 ./train_gpt2cu "${FLAGS[@]}" > "$TMP/two.txt" 2>&1
     rc=$?
     if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$(grep -c '^error: 2 ranks on this machine but 1 GPU' "$TMP/two.txt")" = 1 ]; then
         passed=$((passed + 1)); echo "ok   - mpirun -np 2 on 1 GPU: $(grep '^error:' "$TMP/two.txt")"
