@@ -5,6 +5,8 @@
 #   on the lent GPU, first the check:  run(command="bash tests/gpu_check.sh", carry=[".gpu"], timeout_s=540)
 #   then the speed table:              run(command="bash tests/bench_gpu.sh", carry=[".gpu"], timeout_s=330)
 #   where the lent machine has MPI:    run(command="bash tests/gpu_nccl_check.sh", carry=[".gpu"], timeout_s=300)
+#   (the three together, 1,170 s, exceed the 900 s of device time a task gets: after the check, run the bench or,
+#   where the bench has run before, the NCCL check)
 #     (the NCCL back end with one rank, bit for bit against the plain run; its own call, since this one's stages
 #     fill its budget; it says "skipped" in seconds where there is no MPI)
 #

@@ -9,8 +9,9 @@
 #
 #   bash tests/gpu_nccl_check.sh [KJV_DIR]     (default .gpu/kjv, else data/kjv)
 #
-# On a lent GPU it is the third call after tests/gpu_check.sh and tests/bench_gpu.sh (their budgets leave no room
-# inside them): run(command="bash tests/gpu_nccl_check.sh", carry=[".gpu"], timeout_s=300). Its own budget: the
+# On a lent GPU it comes after tests/gpu_check.sh, in place of tests/bench_gpu.sh where the bench has run before
+# (the three calls, 540 + 330 + 300 s, exceed the 900 s of device time a task gets, and the check's and the bench's
+# budgets leave no room inside them): run(command="bash tests/gpu_nccl_check.sh", carry=[".gpu"], timeout_s=300). Its own budget: the
 # build where the binaries lack NCCL (make; 180 s at most), then the runs under one deadline of 120 s (a run of the
 # tiny model takes seconds). Its log is $OUT/nccl_check.log (OUT defaults to /tmp/gpu_check).
 #
