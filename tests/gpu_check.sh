@@ -8,7 +8,8 @@
 #   (the three together, 1,170 s, exceed the 900 s of device time a task gets: after the check, run the bench or,
 #   where the bench has run before, the NCCL check)
 #     (the NCCL back end with one rank, bit for bit against the plain run; its own call, since this one's stages
-#     fill its budget; it says "skipped" in seconds where there is no MPI)
+#     fill its budget; it says "skipped" in seconds where there is no MPI. This check also runs it at its end,
+#     stage 8, where at least 130 s of its budget are left, as they are when the stages take less than their caps)
 #
 # `make gpu-prep` writes .gpu/ (git-ignored: the KJV shards, doctest.h, a record of the tree; tests/gpu_prep.sh),
 # so the GPU machine needs the working tree and that folder and nothing else. In order of importance:
@@ -24,6 +25,7 @@
 #   5. memory and speed at T = 1024 (materialized, flash and cuDNN attention, -r 0 and -r 1), d48 (1.5 B parameters)
 #   6. checkpoint and resume (-y 1) bit for bit
 #   7. compute-sanitizer memcheck, racecheck, synccheck and initcheck on the small test cases, both precisions
+#   8. where time is left: tests/gpu_nccl_check.sh (not one of the counted stages; a FAILED there fails the check)
 # Each step runs under a timeout that also respects the whole budget (tests/gpu_lib.sh); the nominal timeouts add up
 # to less than 540 s (DRY_RUN=1 prints them and their sum; the cuDNN build runs beside the stages 2 and 3 and adds
 # nothing to it). $OUT/summary.txt is rewritten after every stage, so it
@@ -173,6 +175,8 @@ summary() {
         printf '  %-10s | %-16s | %s\n' $tool "$(sanitizer_word san_${tool}_test_gpu)" "$(sanitizer_word san_${tool}_test_gpu_bf16)"
     done
     echo
+    echo "NCCL back end, one rank (tests/gpu_nccl_check.sh): $NCCL_LINE"
+    echo
     local n_ok=0 n_bad=0 n_not=0 bad=() s w
     for s in "${STEP_ORDER[@]}"; do
         w=$(step_word "$s" "${STEP_PASSED[$s]:-1}")
@@ -191,6 +195,7 @@ summary() {
     mv "$SUMMARY.tmp" "$SUMMARY"
 }
 declare -A TEST_OK STEP_PASSED
+NCCL_LINE="not run yet (stage 8 runs it where at least 130 s of the budget are left)"
 STEPS=150
 E2E_DESC="2 layers, C=64, 8 steps with accumulation, validation, clipping, weight decay; bounds 1e-5 fp32, 3e-2 bf16"
 SANITIZE_CASES="pre: logits*,siamese: logits*,ten AdamW*,flash attention:*,tensor-core*"
@@ -368,7 +373,23 @@ for tool in memcheck racecheck synccheck initcheck; do
 done
 summary
 
+# ---------------------------------------------------------------------------------------------------------------
+# 8. where the stages left time: the NCCL back end with one rank, under what remains of the deadline
+left=$((DEADLINE - SECONDS))
+if [ "$DRY_RUN" = 1 ]; then
+    NCCL_LINE="dry run: runs where at least 130 s of the budget are left"
+elif [ $left -ge 130 ]; then
+    echo; echo "=== NCCL, one rank (at $((SECONDS - T0))s, ${left}s left)"
+    OUT="$OUT" timeout $((left - 5)) bash tests/gpu_nccl_check.sh "$KJV" > /dev/null 2>&1
+    NCCL_LINE=$(tail -n 1 "$OUT/nccl_check.log" 2> /dev/null | grep '^nccl_check: ' || echo "cut off at the deadline")
+    echo "$NCCL_LINE"
+else
+    NCCL_LINE="not run: ${left}s of the budget left (its own call: see the top)"
+fi
+summary
+
 echo
 cat "$SUMMARY"
 if [ "$DRY_RUN" = 1 ]; then [ "$BUDGET" -lt 540 ]; exit; fi
-tail -n 1 "$SUMMARY" | grep -qE '^gpu_check: [0-9]+ passed, 0 failed, 0 not run'
+! grep -q '^nccl_check: FAILED' <<< "$NCCL_LINE" &&
+    tail -n 1 "$SUMMARY" | grep -qE '^gpu_check: [0-9]+ passed, 0 failed, 0 not run'

@@ -95,6 +95,8 @@ check "every step of gpu_check is in the dry run ($steps)" test "$(grep -c '^\[d
 check "no step's timeout exceeds its stage's budget (the cuDNN build in the background aside)" bash -c \
     "! grep -v '^\[dry run\] build_cudnn:' '$W/dry.txt' | grep -E '^\[dry run\] .*timeout (1[2-9][0-9]|[2-9][0-9][0-9])s'"
 check "the dry run's summary claims nothing passed" bash -c "! grep -qE 'gpu_check: [0-9]+ passed' '$W/dry/summary.txt'"
+check "the summary has the NCCL stage (tests/gpu_nccl_check.sh where time is left)" \
+    grep -q '^NCCL back end, one rank (tests/gpu_nccl_check.sh): dry run' "$W/dry/summary.txt"
 run "$W/bdry.txt" env DRY_RUN=1 GPU_PREP="$PREP" OUT="$W/bdry" bash tests/bench_gpu.sh
 bbudget=$(sed -n "s/.*timeouts add up to \([0-9]*\)s.*/\1/p" "$W/bdry.txt")
 check "bench_gpu's parts add up to under 300 s (got ${bbudget:-none})" bash -c "[ \$(cat '$W/bdry.txt.rc') = 0 ] && [ '${bbudget:-999}' -lt 300 ]"
