@@ -75,7 +75,8 @@ static void print_usage(const char* program) {
             "              of keeping them, for less memory (default 0; the CPU trainer rejects -r 1)\n"
             "  --attention materialized|flash   CUDA trainer only: the attention kernels (default: the build's,\n"
             "              make ATTENTION=...)\n"
-            "  -z 0|1      under mpirun -np N: 1 keeps each rank's shard of the AdamW state only (ZeRO-1; default 0)\n"
+            "  -z 0|1      ZeRO-1 under mpirun -np N: 1 = each rank keeps and updates only its shard of the AdamW\n"
+            "              state (and in the bf16 CUDA build of the float32 master weights); default 0\n"
             "  threads (CPU): OMP_NUM_THREADS\n");
 }
 
