@@ -129,10 +129,7 @@ def main():
                       ["variant", "accuracy (mean +- std over seeds)", "per seed", "final val loss (mean)",
                        "diverged"], table)
     plot(args, runs, variants, seeds)
-    errors = [r for r in runs if r.status == "error"]
-    for r in errors:
-        print("error: run %s failed: %s (see %s)" % (r.label, r.error, r.dir), file=sys.stderr)
-    return 1 if errors else 0
+    return common.report_errors(runs)
 
 
 def plot(args, runs, variants, seeds):

@@ -199,6 +199,14 @@ def run_all(runs, jobs=2, threads=1, fresh=False, what="runs"):
     return runs
 
 
+def report_errors(runs):
+    """One error line per failed run; the exit status of a script: 1 if any run failed."""
+    errors = [r for r in runs if r.status == "error"]
+    for r in errors:
+        print("error: run %s failed: %s (see %s)" % (r.label, r.error, r.dir), file=sys.stderr)
+    return 1 if errors else 0
+
+
 def read_log(path):
     """main.log -> {'train': [(step, loss)], 'val': [(step, loss)], 'acc': [(step, acc)], 'norm': [...]}."""
     log = {"train": [], "val": [], "acc": [], "norm": []}

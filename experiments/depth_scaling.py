@@ -571,7 +571,7 @@ def main():
     if args.phase == "search":
         plot_search(args, s_runs, lrs, unigram)
         cost_report(args, phases)
-        return report_errors(s_runs)
+        return common.report_errors(s_runs)
     own, extra = series_runs(args, best, shared)
     done, done_extra = [], []
     for L in run_order(args):  # depth by depth, each probed as soon as it is complete
@@ -604,14 +604,7 @@ def main():
                ("confirmation (lr one step lower)", confirm, 0.0),
                ("layer-dropping probe (%d models)" % len(drops), [], probe_cpu)]
     cost_report(args, phases)
-    return report_errors(s_runs + own + extra + confirm)
-
-
-def report_errors(runs):
-    errors = [r for r in runs if r.status == "error"]
-    for r in errors:
-        print("error: run %s failed: %s (see %s)" % (r.label, r.error, r.dir), file=sys.stderr)
-    return 1 if errors else 0
+    return common.report_errors(s_runs + own + extra + confirm)
 
 
 def plot_search(args, runs, lrs, unigram):

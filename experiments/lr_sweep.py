@@ -139,10 +139,7 @@ def main():
     common.emit_table(args.results + ".md", emit, ["variant"] + ["lr %s" % common.fmt_lr(lr) for lr in lrs], table)
 
     plot(args, runs, variants, lrs, unigram)
-    errors = [r for r in runs if r.status == "error"]
-    for r in errors:
-        print("error: run %s failed: %s (see %s)" % (r.label, r.error, r.dir), file=sys.stderr)
-    return 1 if errors else 0
+    return common.report_errors(runs)
 
 
 def plot(args, runs, variants, lrs, unigram):

@@ -168,6 +168,18 @@ static std::vector<float> gpu_gradients(GPT2* g, const Problem& p) {
 // GPU's backward pass once more (bit-for-bit the same: no atomics), and a forward pass with a smaller batch than
 // the allocated one (what sampling does). A variant other than the default is also held against the default's
 // gradients (variant_bound, norm-wise per tensor): what the variant itself changes, without the CPU's share.
+// one sequence's forward pass at length n in an allocation made for more, as sampling runs it: the GPU's logits
+// against the CPU's
+static void check_sequence_logits(cpu::GPT2* ref, GPT2* g, const int* inputs, int n, double bound) {
+    size_t count = (size_t)n * ref->config.padded_vocab_size;
+    cpu::gpt2_forward(ref, inputs, nullptr, 1, n);
+    gpt2_forward(g, inputs, nullptr, 1, n);
+    std::vector<float> logits = as_float(download(g->acts.logits, count));
+    Diff d = compare(logits.data(), ref->acts.logits, count);
+    INFO("logits of a (1, " << n << ") batch: norm-rel " << d.norm_rel);
+    CHECK(d.norm_rel <= bound);
+}
+
 static void check_against_cpu(const Problem& p, double norm_bound, double max_bound,
                               Variant v = Variant{0, ATTENTION_MATERIALIZED}, double variant_bound = 0) {
     const GPT2Config& c = p.config;
@@ -240,13 +252,7 @@ static void check_against_cpu(const Problem& p, double norm_bound, double max_bo
     }
 
     // a smaller batch in the same allocation, as sampling runs it: the first row, T - 3 positions
-    int Ts = std::max(1, T - 3);
-    cpu::gpt2_forward(&ref, p.inputs.data(), nullptr, 1, Ts);
-    gpt2_forward(&g, p.inputs.data(), nullptr, 1, Ts);
-    std::vector<float> small = as_float(download(g.acts.logits, (size_t)Ts * Vp));
-    Diff ds = compare(small.data(), ref.acts.logits, (size_t)Ts * Vp);
-    INFO("logits of a (1, " << Ts << ") batch: norm-rel " << ds.norm_rel);
-    CHECK(ds.norm_rel <= norm_bound);
+    check_sequence_logits(&ref, &g, p.inputs.data(), std::max(1, T - 3), norm_bound);
 
     gpt2_free(&g);
     cpu::gpt2_free(&ref);
@@ -518,7 +524,6 @@ TEST_CASE("cuDNN attention: pre, post and siamese match the CPU reference and th
 
     // sampling's forward passes: one sequence at lengths 1, 2, 3 (a graph each), the logits against the CPU's
     Problem p = make_problem("pre-cudnn-sampling", NORM_PRE, 0, 2, 64, 2, 32, 60, 1, 8);
-    int Vp = p.config.padded_vocab_size;
     cpu::GPT2 ref;
     init_cpu_model(&ref, p.config);
     GPT2 g;
@@ -526,14 +531,7 @@ TEST_CASE("cuDNN attention: pre, post and siamese match the CPU reference and th
     g.attention = ATTENTION_CUDNN;
     cpu::gpt2_forward(&ref, p.inputs.data(), nullptr, 1, p.T);  // both allocate for (1, 8)
     gpt2_forward(&g, p.inputs.data(), nullptr, 1, p.T);
-    for (int n = 1; n <= 3; n++) {
-        cpu::gpt2_forward(&ref, p.inputs.data(), nullptr, 1, n);
-        gpt2_forward(&g, p.inputs.data(), nullptr, 1, n);
-        std::vector<float> logits = as_float(download(g.acts.logits, (size_t)n * Vp));
-        Diff d = compare(logits.data(), ref.acts.logits, (size_t)n * Vp);
-        INFO("logits of a (1, " << n << ") batch: norm-rel " << d.norm_rel);
-        CHECK(d.norm_rel <= SMALL_NORM_BOUND);
-    }
+    for (int n = 1; n <= 3; n++) check_sequence_logits(&ref, &g, p.inputs.data(), n, SMALL_NORM_BOUND);
     gpt2_free(&g);
     cpu::gpt2_free(&ref);
     CudnnAttentionStats st = cudnn_attention_stats();
