@@ -52,6 +52,7 @@ run_suite gpu_scripts   bash tests/test_gpu_scripts.sh
 run_suite emulator      ./tests/test_emulator
 run_suite gpu_emulated  bash tests/test_gpu_emulated.sh
 [ -f tests/torch_check.py ] && run_suite torch $TORCH_PY tests/torch_check.py
+run_suite streams       env TORCH_PY="$TORCH_PY" bash tests/test_streams.sh
 if command -v "${NVCC:-nvcc}" > /dev/null; then
     run_suite archs bash tests/test_archs.sh
     run_suite gpu ./tests/test_gpu
