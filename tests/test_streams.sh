@@ -33,6 +33,11 @@ else
     bad "tools/streams.py on the toy models" "$(tail -n 5 "$TMP/out.txt" "$TMP/err.txt")"
 fi
 
+touch "$TMP/touched"  # the files it writes get the permissions of any new file (the umask's), not a temporary's 0600
+[ "$(stat -c %a "$TMP/s.png" "$TMP/s.csv" | sort -u)" = "$(stat -c %a "$TMP/touched")" ] \
+    && ok "the plot and the CSV have a new file's permissions ($(stat -c %a "$TMP/touched"))" \
+    || bad "the permissions of the plot and the CSV" "$(stat -c '%a %n' "$TMP/s.png" "$TMP/s.csv" "$TMP/touched")"
+
 # The C++ trainer's loss on the same batch: its validation with -m 1 reads the first B*T+1 tokens of the shard, of
 # the checkpoint (-e) and of a new model of the same shape and seed (what --init must be: the trainer's own init).
 for n in pre post siamese; do

@@ -312,7 +312,10 @@ def main():
         plot(results, args.output, args.title, args.b, args.t, args.val, args.init, staged)
         if args.csv:
             write_csv(results, args.csv, staged)
+        umask = os.umask(0)
+        os.umask(umask)
         for tmp, path in staged:
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 -> what any new file gets
             os.replace(tmp, path)
         print(f"wrote {args.output}" + (f" and {args.csv}" if args.csv else ""))
     except Fail as e:
