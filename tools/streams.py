@@ -240,7 +240,7 @@ def plot(results, path, title, B, T, shard, init, staged):
         axes[2][c].set_xlabel("sub-layer s (2l: attention of block l, 2l+1: its MLP; 2L: the head)")
         for r in range(3):
             axes[r][c].set_yscale("log")
-            axes[r][c].grid(alpha=0.3, which="both")
+            axes[r][c].grid(alpha=0.3)
         axes[0][c].legend(fontsize=8)
     fig.suptitle((title + "\n" if title else "") + f"L = the mean loss on the first {B}x{T} tokens of "
                  f"{os.path.basename(shard)}; RMS and |.| over the batch's tokens and channels\nrelative update of "
