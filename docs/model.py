@@ -5,11 +5,12 @@ for SiameseNorm), then its head. The sub-layers F (GPT.attention, GPT.mlp) are G
 a first reading may skip them and load_checkpoint. Sub-layer s = 2l + k of block l: k = 0 its attention (LayerNorms
 ln1*), k = 1 its MLP (ln2*). The kinds of boundary and head are host/layouts.h's:
 
-  pre       x = x + F(LN(x))                                                  head LN_f(x)
-  post      x = LN(x + F(x))                                                  head x
-  siamese   xh = LN_x(x); z = F(LN_in(xh + LN_y(y))); x = xh + z/c_l; y = y + z    head LN_f(LN_xf(x) + LN_yf(y))
-  deepnorm  x = LN(alpha x + F(x)), alpha = (2L)^(1/4)                        head x
-  mix       (a layout, not a kind) post in its first P blocks, pre after them head LN_f(x)
+  pre       x = x + F(LN(x))                                                 head LN_f(x)
+  post      x = LN(x + F(x))                                                 head x
+  siamese   xh = LN_x(x); z = F(LN_in(xh + LN_y(y))); x = xh + z/c_l; y = y + z   head LN_f(LN_xf(x) + LN_yf(y))
+  deepnorm  x = LN(alpha x + F(x)), alpha = (2L)^(1/4)                       head x
+
+and the layout mix (Mix-LN) is post in its first P blocks and pre after them, with pre's head.
 
 The parameters come from a checkpoint the C++ trainer wrote, located through its tensor table (./reference_cpu -e
 CKPT --print-tensors), so no copy of the file format lives here. tests/torch_check.py holds this file to the C++
@@ -17,7 +18,7 @@ reference (logits, loss, every gradient); tools/streams.py uses it to draw the s
 
     cfg, params = load_checkpoint("out/siamese/model_00000300.bin")
     model = GPT(cfg, {name: torch.tensor(a) for name, a in params.items()})
-    loss = model.loss(model.forward(inputs), targets)          # inputs, targets: (B, T) token ids
+    loss = model.loss(model.forward(inputs), targets)   # inputs, targets: (B, T) torch.long token ids
 """
 import dataclasses
 import json
@@ -50,7 +51,7 @@ class GPT:
     def __init__(self, cfg, p):
         self.cfg, self.p = cfg, p  # p: name -> tensor, stacked over blocks: p["qkvw"] (L, 3C, C), p["ln1xw"] (L, C)
 
-    # ---- the sub-layers F, the same in every layout
+    # ---- LayerNorm, and the sub-layers F: the same in every layout
     def ln(self, name, v, l=None):
         """LayerNorm `name` (ln1x: block l's LN_x before its attention; lnf: the head's) over the C channels"""
         w, b = (self.p[name + "w"], self.p[name + "b"]) if l is None else (self.p[name + "w"][l], self.p[name + "b"][l])
