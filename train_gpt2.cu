@@ -784,7 +784,7 @@ __global__ void gelu_backward_kernel(floatX* dinp, const floatX* inp, const floa
 // logits in place (0 for the padded ones), like llm.c's fused classifier. With dloss = 0 the logits stay.
 // Both come from the log-sum-exp, lse = max + log sum_j exp(l_j - max), never from p itself:
 //   loss = lse - l_target = (max - l_target) + log sum_j exp(l_j - max),   p_j = exp((l_j - max) - log sum).
-// -log p would be -log 0 = inf once p[target] underflows (a target logit ~104 below the largest in float32): a
+// -log p would be -log 0 = inf once p[target] underflows (below 2^-149 = e^-103.3, float32's smallest number): a
 // divergence that did not happen.
 
 // block per row (b, t); thread k owns the packs of ROW_PACK neighbouring logits (16 bytes: one load or store) that
