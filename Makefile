@@ -224,10 +224,18 @@ train:
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-$$(nproc)} ./reference_cpu --norm $(NORM) --layers 4 --channels 128 \
 	    --heads 4 -b 8 -t 128 -l 2e-3 -u 20 -q 0.1 -x 300 -v 50 -s 100 -g 128 -o out/$(NORM) --start-over
 
+# make test builds what `all` does, the emulator's programs and tests/test_gpu_cudnn, in two parts: first what g++
+# builds, then nvcc's programs (cuda-bins: about half of make test's CPU time) in the background while the suites
+# that run none of them go ahead (tests/run_all.sh --build-cuda; the others wait for it). cuda-bins lists the longest
+# chain first (the cuDNN object, about a minute of one core, then tests/test_gpu_cudnn), so make -j starts it first.
+.PHONY: cuda-bins
+CUDA_TEST_BINS = $(if $(HAVE_NVCC),tests/test_gpu_cudnn) $(GPU_BINS)
+cuda-bins: $(CUDA_TEST_BINS)
+
 test:
 	@bash .ci/deps test
-	@$(MAKE) --no-print-directory -j$(NPROC) all $(EMU_BINS) data/kjv/kjv_train.bin $(if $(HAVE_NVCC),tests/test_gpu_cudnn)
-	TORCH_PY=$(TORCH_PY) bash tests/run_all.sh
+	@$(MAKE) --no-print-directory -j$(NPROC) $(CPU_BINS) $(EMU_BINS) data/kjv/kjv_train.bin
+	TORCH_PY=$(TORCH_PY) bash tests/run_all.sh --build-cuda
 
 # CPU speed at GPT-2 small (d12, vocabulary 50257, -b 4 -t 64) for each layout: a table, not a test
 bench-cpu: reference_cpu

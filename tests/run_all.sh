@@ -2,8 +2,17 @@
 # Runs every test suite and ends with one plain line: "N passed, N failed" (", N skipped" when some were skipped).
 # A suite is a program whose output ends with either doctest's summary or a line "P passed, F failed[, S skipped]".
 # A suite that exits non-zero counts as failed even if its summary says otherwise; one with no summary, likewise.
+# --build-cuda (make test): nvcc's programs (make cuda-bins) are built here, in the background, while the suites that
+# run none of them go ahead; the suites that run one wait for the build (below wait_cuda_build), and a failed build
+# counts as one failed suite, "cuda build".
 set -u
 cd "$(dirname "$0")/.."
+build_cuda=0
+case "${1:-}" in
+    --build-cuda) build_cuda=1 ;;
+    "") ;;
+    *) echo "usage: tests/run_all.sh [--build-cuda]" >&2; exit 2 ;;
+esac
 TORCH_PY=${TORCH_PY:-/usr/bin/python3}
 PY=${PYTHON:-python3}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
@@ -42,17 +51,64 @@ run_suite() {
     if [ "$s" -ne 0 ]; then grep -m1 -i 'skip' "$log" | sed 's/^/  /'; fi
 }
 
-run_suite data          $PY tests/test_data.py
+# The CUDA build in the background (--build-cuda) starts after the gradients suite, which runs first and alone: its
+# two OpenMP threads meet at a barrier in every loop, and a busy core makes each barrier wait. While the build runs,
+# a thread that waits sleeps (OMP_WAIT_POLICY=passive, unless set) rather than spin on a core the build could use.
+# It makes first the program cli and distributed run (FIRST_CUDA_BINS), so that they need not wait for the rest (make
+# cuda-bins): wait_cuda_build first waits for the one, wait_cuda_build for all.
+FIRST_CUDA_BINS="train_gpt2cu"
+build_pid="" build_log="$logdir/cuda_build.log" first_built="$logdir/cuda_build.first" policy_set=0
+start_cuda_build() {
+    [ $build_cuda = 1 ] && command -v "${NVCC:-nvcc}" > /dev/null || return 0
+    # in its own process group (setsid), so that an interrupted run stops the whole build
+    setsid bash -c 'make --no-print-directory -j"$1" $2 && : > "$3" && make --no-print-directory -j"$1" cuda-bins' \
+        _ "$(nproc)" "$FIRST_CUDA_BINS" "$first_built" > "$build_log" 2>&1 < /dev/null &
+    build_pid=$!
+    trap '[ -z "$build_pid" ] || kill -- -"$build_pid" 2> /dev/null' EXIT
+    trap 'exit 130' INT TERM
+    [ -n "${OMP_WAIT_POLICY+set}" ] || { export OMP_WAIT_POLICY=passive; policy_set=1; }
+}
+wait_cuda_build() {  # [first]; the build's end is a line of its own (a failure counts once, when the build stops)
+    [ -n "$build_pid" ] || return 0
+    local start=$SECONDS rc
+    if [ "${1:-}" = first ]; then
+        while [ ! -e "$first_built" ] && kill -0 "$build_pid" 2> /dev/null; do sleep 1; done
+        if [ -e "$first_built" ]; then
+            printf '%-16s %s built in the background, waited %ds\n' "cuda build" "$FIRST_CUDA_BINS" $((SECONDS - start))
+            return 0
+        fi
+    fi
+    wait "$build_pid"; rc=$?
+    build_pid=""
+    [ $policy_set = 1 ] && unset OMP_WAIT_POLICY
+    if [ $rc -eq 0 ]; then
+        printf '%-16s built in the background (make cuda-bins), waited %ds\n' "cuda build" $((SECONDS - start))
+    else
+        failed=$((failed + 1))
+        printf '%-16s FAILED (exit status %d)\n' "cuda build" $rc
+        echo "---- cuda build failed; the end of its output ($build_log):"
+        tail -n 40 "$build_log"
+        echo "----"
+    fi
+}
+
 run_suite gradients     ./tests/test_gradients
+start_cuda_build
+# the suites that run no CUDA program (nvcc's), beside the build
+run_suite data          $PY tests/test_data.py
 run_suite reference     ./tests/test_reference
-run_suite cli           bash tests/test_cli.sh
-run_suite distributed   bash tests/test_distributed.sh
 run_suite experiments   bash experiments/smoke_test.sh
-run_suite gpu_scripts   bash tests/test_gpu_scripts.sh
 run_suite emulator      ./tests/test_emulator
 run_suite gpu_emulated  bash tests/test_gpu_emulated.sh
 [ -f tests/torch_check.py ] && run_suite torch $TORCH_PY tests/torch_check.py
 run_suite streams       env TORCH_PY="$TORCH_PY" bash tests/test_streams.sh
+# the suites that run one: ./train_gpt2cu (cli, distributed), beside the rest of the build; then tests/test_gpu
+# (gpu_scripts, whose no-GPU runs of the GPU scripts must end within 30 s: not beside a build) and the GPU suites
+wait_cuda_build first
+run_suite cli           bash tests/test_cli.sh
+run_suite distributed   bash tests/test_distributed.sh
+wait_cuda_build
+run_suite gpu_scripts   bash tests/test_gpu_scripts.sh
 if command -v "${NVCC:-nvcc}" > /dev/null; then
     run_suite archs bash tests/test_archs.sh
     run_suite gpu ./tests/test_gpu
