@@ -14,9 +14,27 @@ registry in host/layouts.h:
 Everything is written out by hand in the spirit of llm.c's train_gpt2.c: each layer is a pair of functions,
 `op_forward` and `op_backward`, side by side. Backward functions ACCUMULATE (+=) into gradient buffers that are
 zeroed once per step, so a value that feeds several consumers simply collects their gradients: that is all the
-Y stream of SiameseNorm needs. The layouts share one attention and one MLP; they differ only in the small
-"sub-layer boundary" and "head" functions further down, which switch on the kind of each sub-layer (pre, post,
-siamese: what the registry says sub-layer s is) and of the head, and nowhere else.
+Y stream of SiameseNorm needs. The layouts share one attention and one MLP (F); they differ only in one small
+function per kind of sub-layer (how the streams become F's input and take its output back) and one per head.
+
+How to read it (the functions in this order; C++ wants them defined bottom-up, so the file runs the other way):
+  1. gpt2_forward: the encoder makes h0 = x = y; then for each sub-layer s = 2l + k (k = 0 the attention of block
+     l, 1 its MLP) its layout's boundary function, e.g. siamese_boundary_forward, whose body is SiameseNorm's line
+     above, F included; then the head, e.g. siamese_head_forward, which ends in the logits; then the loss.
+  2. The layouts, each a forward and a backward whose comment is the equation: pre_, post_, deepnorm_ and
+     siamese_boundary_forward / _backward, the heads lnf_, identity_ and siamese_head_forward / _backward, and
+     boundary_of / head_of, the one place that says which runs where (Mix-LN is pre and post, block by block).
+     They name their tensors as the paper does (x, y, xh, u, z, ...): the structs SubLayer and Head.
+  3. F: attention_block_forward and mlp_block_forward, the same for every layout.
+  4. gpt2_backward: the same path in reverse; each _backward stands beside its _forward.
+  5. The operations, llm.c's pairs: encoder, layernorm, matmul (matmul_forward_naive is the math; matmul_forward
+     the same product in register tiles), attention, gelu, residual, softmax and cross-entropy.
+  6. gpt2_update: AdamW.
+A first reading may skip the tiled matrix products (matmul_forward, gemm_acc), the section "where the named tensors
+live" (the activation buffer that SubLayer and Head point into), and the trainer's hooks at the end (micro-batches,
+several processes, ZeRO-1: the trainer's business, not the model's). Outside this file only the configuration is
+needed: host/model_config.h (GPT2Config, the parameter tensors) and host/layouts.h (the registry: the kind of each
+sub-layer of a layout, and its head).
 
 The scalar type is `real`: float by default, double when built with -DREAL=double (the finite-difference tests).
 Define REFERENCE_CPU_NO_MAIN before including this file to use it as a library (the tests and the CUDA checks do).
@@ -32,22 +50,6 @@ Define REFERENCE_CPU_NO_MAIN before including this file to use it as a library (
 typedef REAL real;
 
 typedef ParameterTensorsT<real> ParameterTensors;
-
-// ----------------------------------------------------------------------------------------------------------------
-// vectors for the matrix products: GCC/Clang vector extensions, 32 bytes (8 floats or 4 doubles). Every output is
-// summed in a fixed order by one thread, so results are bit-for-bit the same for any number of threads.
-
-typedef real vreal __attribute__((vector_size(32)));
-typedef real vreal_u __attribute__((vector_size(32), aligned(sizeof(real)), may_alias));  // unaligned access
-static const int VL = (int)(32 / sizeof(real));
-static inline vreal vload(const real* p) { return *(const vreal_u*)p; }
-static inline void vstore(real* p, vreal v) { *(vreal_u*)p = v; }
-static inline real hsum(vreal v) {
-    real s = 0;
-    for (int i = 0; i < VL; i++) s += v[i];
-    return s;
-}
-
 // ----------------------------------------------------------------------------------------------------------------
 // encoder: h0[b,t,:] = wte[tok[b,t],:] + wpe[t,:]
 
@@ -133,9 +135,76 @@ static void layernorm_backward(real* dinp, real* dw, real* db, const real* dout,
         }
 }
 
+// One LayerNorm of the model as the layout functions use it: its gain w and shift b, their gradients dw and db, and
+// the statistics its forward pass keeps for the backward (mean, rstd), over N rows of C channels.
+typedef struct {
+    const real *w, *b;
+    real *dw, *db;
+    real *mean, *rstd;
+    int N, C;
+} LayerNorm;
+
+// out = LN(inp)
+static void layernorm_forward(const LayerNorm& ln, real* out, const real* inp) {
+    layernorm_forward(out, ln.mean, ln.rstd, inp, ln.w, ln.b, ln.N, ln.C);
+}
+
+// dinp += LN'(dout), and the gradients of LN's gain and shift
+static void layernorm_backward(const LayerNorm& ln, real* dinp, const real* dout, const real* inp) {
+    layernorm_backward(dinp, ln.dw, ln.db, dout, inp, ln.w, ln.mean, ln.rstd, ln.N, ln.C);
+}
+
 // ----------------------------------------------------------------------------------------------------------------
 // matmul: out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC), weight stored as PyTorch's nn.Linear.
-// The forward is a dot product along C for each output: register tiles of 4 rows x 4 outputs.
+// The plain loops first, as llm.c keeps matmul_forward_naive: the math. The model runs matmul_forward and
+// matmul_backward below, the same products in register tiles; tests/test_reference.cpp holds the two together
+// (the backward bit for bit: each element is summed in the same order; the forward within float rounding).
+
+[[maybe_unused]] static void matmul_forward_naive(real* out, const real* inp, const real* weight, const real* bias,
+                                                  int N, int C, int OC) {
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) {
+            real s = bias ? bias[o] : (real)0;
+            for (int i = 0; i < C; i++) s += inp[(size_t)n * C + i] * weight[(size_t)o * C + i];
+            out[(size_t)n * OC + o] = s;
+        }
+}
+
+// dinp += dout @ weight;  dweight += dout^T @ inp;  dbias += the column sums of dout
+[[maybe_unused]] static void matmul_backward_naive(real* dinp, real* dweight, real* dbias, const real* dout,
+                                                   const real* inp, const real* weight, int N, int C, int OC) {
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++)
+            for (int i = 0; i < C; i++) dinp[(size_t)n * C + i] += dout[(size_t)n * OC + o] * weight[(size_t)o * C + i];
+    for (int o = 0; o < OC; o++)
+        for (int n = 0; n < N; n++)
+            for (int i = 0; i < C; i++) dweight[(size_t)o * C + i] += dout[(size_t)n * OC + o] * inp[(size_t)n * C + i];
+    if (dbias)
+        for (int o = 0; o < OC; o++) {
+            real s = 0;
+            for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o];
+            dbias[o] += s;
+        }
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// The same products, fast (a first reading may skip to attention). Vectors: GCC/Clang vector extensions, 32 bytes
+// (8 floats or 4 doubles). Every output is summed in a fixed order by one thread, so results are bit-for-bit the
+// same for any number of threads.
+
+typedef real vreal __attribute__((vector_size(32)));
+typedef real vreal_u __attribute__((vector_size(32), aligned(sizeof(real)), may_alias));  // unaligned access
+static const int VL = (int)(32 / sizeof(real));
+static inline vreal vload(const real* p) { return *(const vreal_u*)p; }
+static inline void vstore(real* p, vreal v) { *(vreal_u*)p = v; }
+static inline real hsum(vreal v) {
+    real s = 0;
+    for (int i = 0; i < VL; i++) s += v[i];
+    return s;
+}
+
+// The forward is a dot product along C for each output: register tiles of 4 rows x 4 outputs, each a vector of VL
+// partial sums added at the end (hsum), so the terms are summed in another order than matmul_forward_naive's.
 
 template <int NR, int NO>
 static inline void matmul_forward_tile(real* out, const real* inp, const real* weight, const real* bias, int C,
@@ -405,168 +474,38 @@ static void crossentropy_softmax_backward(real* dlogits, const real* probs, cons
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// activations: one buffer, named pointers, sized from the config and the batch shape (B, T)
+// the model: parameters (host/model_config.h) and activations, each one buffer of named tensors, as in llm.c
 
 typedef struct {
-    real* x;         // (2L+1, B,T,C) the X stream entering each sub-layer s = 2l + k (k = 0 attention, 1 MLP);
-                     //   x[0] = h0 = wte[tok] + wpe[pos], x[2L] leaves the last block. Pre/post: the only stream.
-    real* y;         // (2L+1, B,T,C) the second stream of two-stream layouts (siamese: Y), likewise (y[0] = h0)
-    real* ln;        // per sub-layer s, the LayerNorm outputs its kind keeps (kept_norms): pre u = LN(x); siamese
-                     //   xh = LN_x(x), LN_y(y) and u = LN_in(xh + LN_y(y)); post none (its LN writes x[s+1])
-    real* ln_mean;   // (2L, 3, B,T) statistics of every LayerNorm, cached for the backward pass
-    real* ln_rstd;   // (2L, 3, B,T)
-    real* sum;       // per sub-layer whose kind keeps one (B,T,C): post x + z, the input of the LN after the add;
-                     //   siamese xh + LN_y(y)
+    // the streams and, for each sub-layer s = 2l + k (k = 0: the attention of block l, 1: its MLP), the tensors its
+    // layout's equations name (see SubLayer below; a layout uses those it names, the others stay 0)
+    real* x;         // (2L+1, B,T,C) x[s] enters sub-layer s; x[0] = h0 = wte[tok] + wpe[pos], x[2L] the top
+    real* y;         // (2L+1, B,T,C) the second stream of two-stream layouts (siamese: Y), y[0] = h0
+    real* xh;        // (2L, B,T,C) siamese: LN_x(x)
+    real* yh;        // (2L, B,T,C) siamese: LN_y(y)
+    real* h;         // (2L, B,T,C) the sum a LayerNorm reads: siamese xh + yh, post x + z, deepnorm alpha x + z
+    real* u;         // (2L, B,T,C) F's input where a LayerNorm makes it: pre LN(x), siamese LN_in(h)
+    real* z;         // (2L, B,T,C) F's output
+    real* ln_mean;   // (2L, 3, B,T) the statistics of each sub-layer's LayerNorms (slots LN_X, LN_Y, LN_IN), kept
+    real* ln_rstd;   // (2L, 3, B,T)   for the backward pass
+    // inside F, for each block l
     real* qkv;       // (L, B,T,3C)
     real* preatt;    // (L, B,NH,T,T)
     real* att;       // (L, B,NH,T,T)
     real* atty;      // (L, B,T,C) attention output before its projection
     real* fch;       // (L, B,T,4C)
     real* fch_gelu;  // (L, B,T,4C)
-    real* z;         // (2L, B,T,C) the sub-layer outputs z = F(u)
-    real* lnf;       // (head LayerNorms, B,T,C) head LayerNorm outputs: ln LN_f(x); siamese LN_xf(x), LN_yf(y), LN_f(.)
-    real* lnf_mean;  // (3, B,T)
+    // the head (see Head below)
+    real* xf;        // (B,T,C) siamese: LN_xf(x)
+    real* yf;        // (B,T,C) siamese: LN_yf(y)
+    real* head_h;    // (B,T,C) siamese: LN_xf(x) + LN_yf(y)
+    real* hf;        // (B,T,C) what the tied wte turns into logits, where a LayerNorm makes it: LN_f(...)
+    real* lnf_mean;  // (3, B,T) the head's LayerNorm statistics, by slot
     real* lnf_rstd;  // (3, B,T)
-    real* head_sum;  // (B,T,C) siamese head: LN_xf(x) + LN_yf(y)
     real* logits;    // (B,T,Vp)
     real* probs;     // (B,T,Vp)
     real* losses;    // (B,T)
 } ActivationTensors;
-
-// What each kind of sub-layer keeps for its backward pass beyond the streams and z, in (B,T,C) tensors: its
-// LayerNorm outputs (in ActivationTensors::ln) and the sum that a LayerNorm reads (in ::sum).
-static int kept_norms(SubLayerKind k) {
-    switch (k) {
-        case SUBLAYER_PRE: return 1;      // u = LN(x)
-        case SUBLAYER_POST: return 0;     // its LN writes x[s+1]
-        case SUBLAYER_SIAMESE: return 3;  // xh, LN_y(y), u
-        case SUBLAYER_DEEPNORM: return 0; // its LN writes x[s+1]
-        default: unknown_kind("sub-layer kind", k);
-    }
-}
-static int kept_sums(SubLayerKind k) {
-    switch (k) {
-        case SUBLAYER_PRE: return 0;
-        case SUBLAYER_POST: return 1;     // x + z
-        case SUBLAYER_SIAMESE: return 1;  // xh + LN_y(y)
-        case SUBLAYER_DEEPNORM: return 1; // alpha x + z
-        default: unknown_kind("sub-layer kind", k);
-    }
-}
-// the LayerNorm outputs the head keeps, in ActivationTensors::lnf
-static int head_kept_norms(HeadKind h) {
-    switch (h) {
-        case HEAD_LN: return 1;
-        case HEAD_IDENTITY: return 0;
-        case HEAD_SIAMESE: return 3;
-        default: unknown_kind("head kind", h);
-    }
-}
-
-// where sub-layer s's slices of ActivationTensors::ln and ::sum start, in (B,T,C) tensors: the count kept by the
-// sub-layers before it
-static void sublayer_offsets(const GPT2Config& c, int s, size_t* ln, size_t* sum) {
-    *ln = *sum = 0;
-    for (int r = 0; r < s; r++) {
-        SubLayerKind k = sublayer_kind(c, r);
-        *ln += kept_norms(k);
-        *sum += kept_sums(k);
-    }
-}
-
-static size_t point_activations(const GPT2Config& c, int B, int T, ActivationTensors* a, real* memory) {
-    size_t C = c.channels, L = c.num_layers, NH = c.num_heads, Vp = c.padded_vocab_size, BT = (size_t)B * T;
-    const LayoutInfo& layout = layout_of(c);
-    size_t norms, sums;  // over all sub-layers
-    sublayer_offsets(c, 2 * L, &norms, &sums);
-    struct { real** ptr; size_t size; } list[] = {
-        {&a->x, (2 * L + 1) * BT * C},
-        {&a->y, layout.streams == 2 ? (2 * L + 1) * BT * C : 0},
-        {&a->ln, norms * BT * C},
-        {&a->ln_mean, 2 * L * LN_SLOTS * BT},
-        {&a->ln_rstd, 2 * L * LN_SLOTS * BT},
-        {&a->sum, sums * BT * C},
-        {&a->qkv, L * BT * 3 * C},
-        {&a->preatt, L * B * NH * T * T},
-        {&a->att, L * B * NH * T * T},
-        {&a->atty, L * BT * C},
-        {&a->fch, L * BT * 4 * C},
-        {&a->fch_gelu, L * BT * 4 * C},
-        {&a->z, 2 * L * BT * C},
-        {&a->lnf, (size_t)head_kept_norms(layout.head) * BT * C},
-        {&a->lnf_mean, LN_SLOTS * BT},
-        {&a->lnf_rstd, LN_SLOTS * BT},
-        {&a->head_sum, layout.head == HEAD_SIAMESE ? BT * C : 0},
-        {&a->logits, BT * Vp},
-        {&a->probs, BT * Vp},
-        {&a->losses, BT},
-    };
-    size_t total = 0;
-    for (auto& e : list) {
-        *e.ptr = memory ? memory + total : nullptr;
-        total += e.size;
-    }
-    return total;
-}
-
-// The slices of one sub-layer s, as the boundary functions see them (the same view serves the gradients).
-typedef struct {
-    real *x, *x_next;                    // X stream entering and leaving the sub-layer (B,T,C)
-    real *y, *y_next;                    // Y stream (two-stream layouts)
-    real* ln[LN_SLOTS];                  // LayerNorm outputs by slot; post: ln[LN_X] is x_next
-    real *mean[LN_SLOTS], *rstd[LN_SLOTS];
-    real* sum;                           // post: x + z; siamese: xh + LN_y(y)
-    real* u;                             // the input of F
-    real* z;                             // the output of F
-} SubLayerActs;
-
-// Sub-layer s's view. Some slices are another slice under a second name, and the backward pass relies on it: the
-// gradient a function accumulates into one name is the gradient of the other. The aliases, by kind:
-//
-//   kind      u                               ln[LN_X]     why
-//   pre       ln[LN_X] = LN(x)                its own      F reads the LayerNorm's output
-//   post      x                               x_next       F reads the stream itself; its LN writes x_next
-//   deepnorm  x                               x_next       likewise (LN(alpha x + z) writes x_next)
-//   siamese   ln[LN_IN]  (--no-ln-in: sum)    its own      F reads LN_in's output (or the sum, with no LN_in)
-static SubLayerActs sublayer_acts(const GPT2Config& c, const ActivationTensors& a, int s, int B, int T) {
-    size_t BTC = (size_t)B * T * c.channels, BT = (size_t)B * T;
-    SubLayerActs v;
-    memset(&v, 0, sizeof(v));
-    v.x = a.x + s * BTC;
-    v.x_next = a.x + (s + 1) * BTC;
-    if (layout_of(c).streams == 2) {
-        v.y = a.y + s * BTC;
-        v.y_next = a.y + (s + 1) * BTC;
-    }
-    for (int j = 0; j < LN_SLOTS; j++) {
-        v.mean[j] = a.ln_mean + ((size_t)s * LN_SLOTS + j) * BT;
-        v.rstd[j] = a.ln_rstd + ((size_t)s * LN_SLOTS + j) * BT;
-    }
-    v.z = a.z + s * BTC;
-    size_t ln_at, sum_at;
-    sublayer_offsets(c, s, &ln_at, &sum_at);
-    SubLayerKind kind = sublayer_kind(c, s);
-    for (int j = 0; j < kept_norms(kind); j++) v.ln[j] = a.ln + (ln_at + j) * BTC;
-    if (kept_sums(kind)) v.sum = a.sum + sum_at * BTC;
-    switch (kind) {
-        case SUBLAYER_PRE:
-            v.u = v.ln[LN_X];  // u = LN(x)
-            break;
-        case SUBLAYER_POST:
-        case SUBLAYER_DEEPNORM:
-            v.ln[LN_X] = v.x_next;  // x_next = LN(x + z), deepnorm LN(alpha x + z)
-            v.u = v.x;              // u = x
-            break;
-        case SUBLAYER_SIAMESE:
-            v.u = (c.ablations & ABLATE_NO_LN_IN) ? v.sum : v.ln[LN_IN];  // u = LN_in(xh + LN_y(y))
-            break;
-        default: unknown_kind("sub-layer kind", kind);
-    }
-    return v;
-}
-
-// ----------------------------------------------------------------------------------------------------------------
-// the model
 
 typedef struct {
     GPT2Config config;
@@ -574,10 +513,7 @@ typedef struct {
     ParameterTensors params, grads;
     size_t num_parameters;
     real *params_memory, *grads_memory;
-    real *m_memory, *v_memory;  // AdamW moments of parameters [opt_begin, opt_end), allocated at the first update
-    size_t opt_begin, opt_end;  // the parameters this process updates: all, or its shard under ZeRO-1 (-z 1)
-    real* micro_grads;          // one process, a step's later micro-batches: each one's own gradient (the trainer)
-    std::vector<real> grad_shard, grad_pieces;  // several processes: the summed gradient's shard (the trainer)
+    real *m_memory, *v_memory;  // AdamW moments, allocated at the first update
     ActivationTensors acts, grads_acts;
     size_t num_activations;
     real *acts_memory, *grads_acts_memory;
@@ -596,9 +532,7 @@ static void gpt2_allocate_parameters(GPT2* model) {
     model->grads_memory = (real*)calloc_or_fail(model->num_parameters, sizeof(real));
     point_parameters(c, &model->params, model->params_memory);
     point_parameters(c, &model->grads, model->grads_memory);
-    model->m_memory = model->v_memory = model->micro_grads = nullptr;
-    model->opt_begin = 0;
-    model->opt_end = model->num_parameters;
+    model->m_memory = model->v_memory = nullptr;
     model->acts_memory = model->grads_acts_memory = nullptr;
     model->inputs = model->targets = nullptr;
     model->batch_size = model->seq_len = 0;
@@ -623,206 +557,9 @@ static FileSum gpt2_save_checkpoint(const GPT2* model, const char* path) {
     return checkpoint_write(path, model->config, model->params_memory);
 }
 
-static void gpt2_allocate_optimizer_state(GPT2* model) {
-    if (model->m_memory) return;
-    model->m_memory = (real*)calloc_or_fail(model->opt_end - model->opt_begin, sizeof(real));
-    model->v_memory = (real*)calloc_or_fail(model->opt_end - model->opt_begin, sizeof(real));
-}
-
 // ----------------------------------------------------------------------------------------------------------------
-// the LayerNorm parameters of sub-layer s = 2l + k, slot j (and their gradients)
-
-static real* ln_w(ParameterTensors* p, const GPT2Config& c, int s, int j) { return p->lnw[s % 2][j] + (s / 2) * c.channels; }
-static real* ln_b(ParameterTensors* p, const GPT2Config& c, int s, int j) { return p->lnb[s % 2][j] + (s / 2) * c.channels; }
-
-// ----------------------------------------------------------------------------------------------------------------
-// The sub-layer boundary: how each kind of sub-layer (host/layouts.h) turns the streams into the input u of F, and
-// takes F's output z back. This, and the head below, is the ONLY place where the layouts differ.
-
-static void boundary_in_forward(GPT2* m, int s) {
-    const GPT2Config& c = m->config;
-    int N = m->B * m->T, C = c.channels;
-    SubLayerActs a = sublayer_acts(c, m->acts, s, m->B, m->T);
-    ParameterTensors* p = &m->params;
-    SubLayerKind kind = sublayer_kind(c, s);
-    switch (kind) {
-        case SUBLAYER_PRE:  // u = LN(x)
-            layernorm_forward(a.ln[LN_X], a.mean[LN_X], a.rstd[LN_X], a.x, ln_w(p, c, s, LN_X), ln_b(p, c, s, LN_X), N, C);
-            break;
-        case SUBLAYER_POST:      // u = x; the norm comes after the add
-        case SUBLAYER_DEEPNORM:  // likewise
-            break;
-        case SUBLAYER_SIAMESE:  // xh = LN_x(x);  u = LN_in(xh + LN_y(y))
-            layernorm_forward(a.ln[LN_X], a.mean[LN_X], a.rstd[LN_X], a.x, ln_w(p, c, s, LN_X), ln_b(p, c, s, LN_X), N, C);
-            layernorm_forward(a.ln[LN_Y], a.mean[LN_Y], a.rstd[LN_Y], a.y, ln_w(p, c, s, LN_Y), ln_b(p, c, s, LN_Y), N, C);
-            residual_forward(a.sum, a.ln[LN_X], a.ln[LN_Y], 1, (size_t)N * C);
-            if (!(c.ablations & ABLATE_NO_LN_IN))
-                layernorm_forward(a.ln[LN_IN], a.mean[LN_IN], a.rstd[LN_IN], a.sum, ln_w(p, c, s, LN_IN), ln_b(p, c, s, LN_IN), N, C);
-            break;
-        default: unknown_kind("sub-layer kind", kind);
-    }
-}
-
-static void boundary_out_forward(GPT2* m, int s) {
-    const GPT2Config& c = m->config;
-    int N = m->B * m->T, C = c.channels;
-    size_t NC = (size_t)N * C;
-    SubLayerActs a = sublayer_acts(c, m->acts, s, m->B, m->T);
-    ParameterTensors* p = &m->params;
-    SubLayerKind kind = sublayer_kind(c, s);
-    switch (kind) {
-        case SUBLAYER_PRE:  // x = x + z
-            residual_forward(a.x_next, a.x, a.z, 1, NC);
-            break;
-        case SUBLAYER_POST:  // x = LN(x + z)
-            residual_forward(a.sum, a.x, a.z, 1, NC);
-            layernorm_forward(a.x_next, a.mean[LN_X], a.rstd[LN_X], a.sum, ln_w(p, c, s, LN_X), ln_b(p, c, s, LN_X), N, C);
-            break;
-        case SUBLAYER_SIAMESE:  // x = xh + z / c_l;  y = y + z
-            residual_forward(a.x_next, a.ln[LN_X], a.z, (real)inv_depth_scale(c, s / 2), NC);
-            residual_forward(a.y_next, a.y, a.z, 1, NC);
-            break;
-        case SUBLAYER_DEEPNORM:  // x = LN(alpha x + z)
-            residual_forward(a.sum, a.z, a.x, (real)deepnorm_alpha(c.num_layers), NC);
-            layernorm_forward(a.x_next, a.mean[LN_X], a.rstd[LN_X], a.sum, ln_w(p, c, s, LN_X), ln_b(p, c, s, LN_X), N, C);
-            break;
-        default: unknown_kind("sub-layer kind", kind);
-    }
-}
-
-// backward of boundary_out_forward: from the gradients of the streams leaving (x_next, y_next) to dz and onwards
-static void boundary_out_backward(GPT2* m, int s) {
-    const GPT2Config& c = m->config;
-    int N = m->B * m->T, C = c.channels;
-    size_t NC = (size_t)N * C;
-    SubLayerActs a = sublayer_acts(c, m->acts, s, m->B, m->T);
-    SubLayerActs d = sublayer_acts(c, m->grads_acts, s, m->B, m->T);
-    ParameterTensors *p = &m->params, *g = &m->grads;
-    SubLayerKind kind = sublayer_kind(c, s);
-    switch (kind) {
-        case SUBLAYER_PRE:
-            residual_backward(d.x, d.z, d.x_next, 1, NC);
-            break;
-        case SUBLAYER_POST:
-            layernorm_backward(d.sum, ln_w(g, c, s, LN_X), ln_b(g, c, s, LN_X), d.x_next, a.sum, ln_w(p, c, s, LN_X),
-                               a.mean[LN_X], a.rstd[LN_X], N, C);
-            residual_backward(d.x, d.z, d.sum, 1, NC);
-            break;
-        case SUBLAYER_SIAMESE:  // dxh += dx_next;  dz += dx_next / c_l + dy_next;  dy += dy_next
-            residual_backward(d.ln[LN_X], d.z, d.x_next, (real)inv_depth_scale(c, s / 2), NC);
-            residual_backward(d.y, d.z, d.y_next, 1, NC);
-            break;
-        case SUBLAYER_DEEPNORM:  // dsum = LN'(dx_next);  dz += dsum;  dx += alpha dsum
-            layernorm_backward(d.sum, ln_w(g, c, s, LN_X), ln_b(g, c, s, LN_X), d.x_next, a.sum, ln_w(p, c, s, LN_X),
-                               a.mean[LN_X], a.rstd[LN_X], N, C);
-            residual_backward(d.z, d.x, d.sum, (real)deepnorm_alpha(c.num_layers), NC);
-            break;
-        default: unknown_kind("sub-layer kind", kind);
-    }
-}
-
-// backward of boundary_in_forward: from du to the gradients of the streams entering the sub-layer
-static void boundary_in_backward(GPT2* m, int s) {
-    const GPT2Config& c = m->config;
-    int N = m->B * m->T, C = c.channels;
-    SubLayerActs a = sublayer_acts(c, m->acts, s, m->B, m->T);
-    SubLayerActs d = sublayer_acts(c, m->grads_acts, s, m->B, m->T);
-    ParameterTensors *p = &m->params, *g = &m->grads;
-    SubLayerKind kind = sublayer_kind(c, s);
-    switch (kind) {
-        case SUBLAYER_PRE:
-            layernorm_backward(d.x, ln_w(g, c, s, LN_X), ln_b(g, c, s, LN_X), d.ln[LN_X], a.x, ln_w(p, c, s, LN_X),
-                               a.mean[LN_X], a.rstd[LN_X], N, C);
-            break;
-        case SUBLAYER_POST:      // u is x itself: F's backward already accumulated into dx
-        case SUBLAYER_DEEPNORM:  // likewise
-            break;
-        case SUBLAYER_SIAMESE:
-            if (!(c.ablations & ABLATE_NO_LN_IN))
-                layernorm_backward(d.sum, ln_w(g, c, s, LN_IN), ln_b(g, c, s, LN_IN), d.ln[LN_IN], a.sum,
-                                   ln_w(p, c, s, LN_IN), a.mean[LN_IN], a.rstd[LN_IN], N, C);
-            residual_backward(d.ln[LN_X], d.ln[LN_Y], d.sum, 1, (size_t)N * C);  // dxh += dsum; dLN_y(y) += dsum
-            layernorm_backward(d.y, ln_w(g, c, s, LN_Y), ln_b(g, c, s, LN_Y), d.ln[LN_Y], a.y, ln_w(p, c, s, LN_Y),
-                               a.mean[LN_Y], a.rstd[LN_Y], N, C);
-            layernorm_backward(d.x, ln_w(g, c, s, LN_X), ln_b(g, c, s, LN_X), d.ln[LN_X], a.x, ln_w(p, c, s, LN_X),
-                               a.mean[LN_X], a.rstd[LN_X], N, C);
-            break;
-        default: unknown_kind("sub-layer kind", kind);
-    }
-}
-
-// where the head leaves hf (in the activations) and where the classifier's backward writes dhf (in their gradients)
-static real* head_output(const GPT2Config& c, const ActivationTensors& a, size_t NC) {
-    HeadKind head = layout_of(c).head;
-    switch (head) {
-        case HEAD_LN: return a.lnf;                                // LN_f(x)
-        case HEAD_IDENTITY: return a.x + 2 * c.num_layers * NC;    // x
-        case HEAD_SIAMESE: return a.lnf + 2 * NC;                  // LN_f(LN_xf(x) + LN_yf(y))
-        default: unknown_kind("head kind", head);
-    }
-}
-
-// The head: the hidden state hf that the tied wte projection turns into logits.
-static void head_forward(GPT2* m) {
-    const GPT2Config& c = m->config;
-    int N = m->B * m->T, C = c.channels;
-    size_t NC = (size_t)N * C;
-    ActivationTensors* a = &m->acts;
-    ParameterTensors* p = &m->params;
-    real* x = a->x + 2 * c.num_layers * NC;
-    HeadKind head = layout_of(c).head;
-    switch (head) {
-        case HEAD_LN:  // hf = LN_f(x)
-            layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, p->lnfw[0], p->lnfb[0], N, C);
-            break;
-        case HEAD_IDENTITY:  // hf = x, already normalized by the last sub-layer
-            break;
-        case HEAD_SIAMESE: {  // hf = LN_f(LN_xf(x) + LN_yf(y))
-            real* y = a->y + 2 * c.num_layers * NC;
-            for (int j = 0; j < 2; j++)
-                layernorm_forward(a->lnf + j * NC, a->lnf_mean + j * N, a->lnf_rstd + j * N, j == LN_X ? x : y,
-                                  p->lnfw[j], p->lnfb[j], N, C);
-            residual_forward(a->head_sum, a->lnf, a->lnf + NC, 1, NC);
-            layernorm_forward(a->lnf + 2 * NC, a->lnf_mean + 2 * N, a->lnf_rstd + 2 * N, a->head_sum, p->lnfw[2],
-                              p->lnfb[2], N, C);
-            break;
-        }
-        default: unknown_kind("head kind", head);
-    }
-}
-
-static void head_backward(GPT2* m) {
-    const GPT2Config& c = m->config;
-    int N = m->B * m->T, C = c.channels;
-    size_t NC = (size_t)N * C;
-    ActivationTensors *a = &m->acts, *d = &m->grads_acts;
-    ParameterTensors *p = &m->params, *g = &m->grads;
-    real* x = a->x + 2 * c.num_layers * NC;
-    real* dx = d->x + 2 * c.num_layers * NC;
-    HeadKind head = layout_of(c).head;
-    switch (head) {
-        case HEAD_LN:
-            layernorm_backward(dx, g->lnfw[0], g->lnfb[0], d->lnf, x, p->lnfw[0], a->lnf_mean, a->lnf_rstd, N, C);
-            break;
-        case HEAD_IDENTITY:  // the classifier's backward wrote into dx directly
-            break;
-        case HEAD_SIAMESE: {
-            real* y = a->y + 2 * c.num_layers * NC;
-            real* dy = d->y + 2 * c.num_layers * NC;
-            layernorm_backward(d->head_sum, g->lnfw[2], g->lnfb[2], d->lnf + 2 * NC, a->head_sum, p->lnfw[2],
-                               a->lnf_mean + 2 * N, a->lnf_rstd + 2 * N, N, C);
-            residual_backward(d->lnf, d->lnf + NC, d->head_sum, 1, NC);
-            layernorm_backward(dx, g->lnfw[0], g->lnfb[0], d->lnf, x, p->lnfw[0], a->lnf_mean, a->lnf_rstd, N, C);
-            layernorm_backward(dy, g->lnfw[1], g->lnfb[1], d->lnf + NC, y, p->lnfw[1], a->lnf_mean + N,
-                               a->lnf_rstd + N, N, C);
-            break;
-        }
-        default: unknown_kind("head kind", head);
-    }
-}
-
-// ----------------------------------------------------------------------------------------------------------------
-// The two sub-layers F that all layouts share: causal self-attention and the MLP of block l.
+// F, the two sub-layers every layout shares: causal self-attention and the MLP of block l, z = F(u). The backward
+// passes go from dz to du (accumulated, +=) and the weight gradients.
 
 static void attention_block_forward(GPT2* m, int l, const real* u, real* z) {
     const GPT2Config& c = m->config;
@@ -878,19 +615,207 @@ static void mlp_block_backward(GPT2* m, int l, const real* u, real* du, const re
 }
 
 // ----------------------------------------------------------------------------------------------------------------
+// The layouts. A layout is what happens around F at each sub-layer, the boundary (how the stream or streams become
+// F's input u and take its output z back), and at the head. Each kind of sub-layer (host/layouts.h) is one
+// forward and one backward function below, whose body is its equations; each head likewise. They see their
+// tensors by the names the equations use, in a SubLayer or a Head; the gradient of tensor t is dt (dx = dL/dx).
+// Every backward ACCUMULATES into the gradients, which start at 0, in the reverse order of its forward.
+
+// Sub-layer s = 2l + k: k = 0 the attention of block l, k = 1 its MLP. Each tensor is (B,T,C).
+typedef struct {
+    GPT2* m;
+    int s;                       // which sub-layer (F_forward picks the attention or the MLP from it)
+    size_t n;                    // B*T*C, the elements of each tensor
+    real *x, *y;                 // the streams entering the sub-layer (y: two-stream layouts)
+    real *x_out, *y_out;         // the streams leaving it: the next sub-layer's x and y
+    real *xh, *yh, *h;           // siamese: xh = LN_x(x), yh = LN_y(y), h = xh + yh; post: h = x + z
+    real *u, *z;                 // F's input (where a LayerNorm makes it) and F's output
+    real *dx, *dy, *dx_out, *dy_out, *dxh, *dyh, *dh, *du, *dz;  // their gradients
+    LayerNorm LN;                // pre, post, deepnorm: the sub-layer's LayerNorm (ln1* at the attention, ln2* ...)
+    LayerNorm LN_x, LN_y, LN_in; // siamese: its three (ln1x* ln1y* ln1i*, ...; LN_x is LN's slot)
+    real inv_c;                  // siamese: 1/c_l, c_l = sqrt(2(l+1)) (1 under --no-depth-scale)
+    int has_ln_in;               // siamese: 0 under --no-ln-in (u = h)
+    real alpha;                  // deepnorm: (2L)^(1/4)
+} SubLayer;
+
+// z = F(u): the attention of block l for even s, its MLP for odd s
+static void F_forward(const SubLayer& t, const real* u) {
+    if (t.s % 2 == 0) attention_block_forward(t.m, t.s / 2, u, t.z);
+    else mlp_block_forward(t.m, t.s / 2, u, t.z);
+}
+
+// du += F'(dz), and F's weight gradients
+static void F_backward(const SubLayer& t, const real* u, real* du) {
+    if (t.s % 2 == 0) attention_block_backward(t.m, t.s / 2, u, du, t.dz);
+    else mlp_block_backward(t.m, t.s / 2, u, du, t.dz);
+}
+
+// Pre-Norm (GPT-2):  u = LN(x);  z = F(u);  x' = x + z
+static void pre_boundary_forward(const SubLayer& t) {
+    layernorm_forward(t.LN, t.u, t.x);              // u = LN(x)
+    F_forward(t, t.u);                              // z = F(u)
+    residual_forward(t.x_out, t.x, t.z, 1, t.n);    // x' = x + z
+}
+
+// dx += dx';  dz += dx';  du = F'(dz);  dx += LN'(du)
+static void pre_boundary_backward(const SubLayer& t) {
+    residual_backward(t.dx, t.dz, t.dx_out, 1, t.n);
+    F_backward(t, t.u, t.du);
+    layernorm_backward(t.LN, t.dx, t.du, t.x);
+}
+
+// Post-Norm (GPT-1, the Transformer):  z = F(x);  h = x + z;  x' = LN(h)
+static void post_boundary_forward(const SubLayer& t) {
+    F_forward(t, t.x);                              // z = F(x): F reads the stream itself
+    residual_forward(t.h, t.x, t.z, 1, t.n);        // h = x + z
+    layernorm_forward(t.LN, t.x_out, t.h);          // x' = LN(h)
+}
+
+// dh = LN'(dx');  dx += dh;  dz += dh;  dx += F'(dz)  (F's input is x)
+static void post_boundary_backward(const SubLayer& t) {
+    layernorm_backward(t.LN, t.dh, t.dx_out, t.h);
+    residual_backward(t.dx, t.dz, t.dh, 1, t.n);
+    F_backward(t, t.x, t.dx);
+}
+
+// DeepNorm (DeepNet):  z = F(x);  h = alpha x + z;  x' = LN(h)
+static void deepnorm_boundary_forward(const SubLayer& t) {
+    F_forward(t, t.x);                              // z = F(x)
+    residual_forward(t.h, t.z, t.x, t.alpha, t.n);  // h = z + alpha x
+    layernorm_forward(t.LN, t.x_out, t.h);          // x' = LN(h)
+}
+
+// dh = LN'(dx');  dz += dh;  dx += alpha dh;  dx += F'(dz)
+static void deepnorm_boundary_backward(const SubLayer& t) {
+    layernorm_backward(t.LN, t.dh, t.dx_out, t.h);
+    residual_backward(t.dz, t.dx, t.dh, t.alpha, t.n);
+    F_backward(t, t.x, t.dx);
+}
+
+// SiameseNorm (Li et al. 2026), sub-layer F of block l, c_l = sqrt(2(l+1)):
+//     xh = LN_x(x);  yh = LN_y(y);  h = xh + yh;  u = LN_in(h);  z = F(u);  x' = xh + z / c_l;  y' = y + z
+static void siamese_boundary_forward(const SubLayer& t) {
+    layernorm_forward(t.LN_x, t.xh, t.x);               // xh = LN_x(x)
+    layernorm_forward(t.LN_y, t.yh, t.y);               // yh = LN_y(y)
+    residual_forward(t.h, t.xh, t.yh, 1, t.n);          // h = xh + yh
+    if (t.has_ln_in) layernorm_forward(t.LN_in, t.u, t.h);  // u = LN_in(h)
+    const real* u = t.has_ln_in ? t.u : t.h;            //   (--no-ln-in: u = h)
+    F_forward(t, u);                                    // z = F(u)
+    residual_forward(t.x_out, t.xh, t.z, t.inv_c, t.n); // x' = xh + z / c_l
+    residual_forward(t.y_out, t.y, t.z, 1, t.n);        // y' = y + z
+}
+
+// dxh += dx';  dz += dx' / c_l;  dy += dy';  dz += dy';  du = F'(dz);
+// dh = LN_in'(du);  dxh += dh;  dyh += dh;  dy += LN_y'(dyh);  dx += LN_x'(dxh)
+static void siamese_boundary_backward(const SubLayer& t) {
+    residual_backward(t.dxh, t.dz, t.dx_out, t.inv_c, t.n);
+    residual_backward(t.dy, t.dz, t.dy_out, 1, t.n);
+    F_backward(t, t.has_ln_in ? t.u : t.h, t.has_ln_in ? t.du : t.dh);
+    if (t.has_ln_in) layernorm_backward(t.LN_in, t.dh, t.du, t.h);
+    residual_backward(t.dxh, t.dyh, t.dh, 1, t.n);
+    layernorm_backward(t.LN_y, t.dy, t.dyh, t.y);
+    layernorm_backward(t.LN_x, t.dx, t.dxh, t.x);
+}
+
+// The head: from the streams leaving the last block to the logits, through the tied token embedding wte.
+typedef struct {
+    GPT2* m;
+    size_t n;                      // B*T*C
+    real *x, *y;                   // the streams leaving the last block
+    real *xf, *yf, *h;             // siamese: xf = LN_xf(x), yf = LN_yf(y), h = xf + yf
+    real* hf;                      // what the logits are made from, where a LayerNorm makes it: LN_f(...)
+    real *dx, *dy, *dxf, *dyf, *dh, *dhf;
+    LayerNorm LN_f;                // the last LayerNorm of every head that has one
+    LayerNorm LN_xf, LN_yf;        // siamese
+} Head;
+
+// logits = hf wte^T (the classifier; the padded vocabulary's logits come out too, and softmax gives them 0)
+static void classifier_forward(const Head& t, const real* hf) {
+    const GPT2Config& c = t.m->config;
+    matmul_forward(t.m->acts.logits, hf, t.m->params.wte, nullptr, t.m->B * t.m->T, c.channels, c.padded_vocab_size);
+}
+
+// dhf = dlogits wte (the first gradient into hf: it overwrites nothing, dhf starts at 0);  dwte += dlogits^T hf
+static void classifier_backward(const Head& t, const real* hf, real* dhf) {
+    const GPT2Config& c = t.m->config;
+    matmul_backward(dhf, t.m->grads.wte, nullptr, t.m->grads_acts.logits, hf, t.m->params.wte, t.m->B * t.m->T,
+                    c.channels, c.padded_vocab_size);
+}
+
+// Pre-Norm's head (and Mix-LN's):  hf = LN_f(x);  logits = hf wte^T
+static void lnf_head_forward(const Head& t) {
+    layernorm_forward(t.LN_f, t.hf, t.x);
+    classifier_forward(t, t.hf);
+}
+
+static void lnf_head_backward(const Head& t) {
+    classifier_backward(t, t.hf, t.dhf);
+    layernorm_backward(t.LN_f, t.dx, t.dhf, t.x);
+}
+
+// Post-Norm's head (and DeepNorm's):  logits = x wte^T  (x is normalized: the last sub-layer ended with its LN)
+static void identity_head_forward(const Head& t) { classifier_forward(t, t.x); }
+
+static void identity_head_backward(const Head& t) { classifier_backward(t, t.x, t.dx); }
+
+// SiameseNorm's head:  xf = LN_xf(x);  yf = LN_yf(y);  h = xf + yf;  hf = LN_f(h);  logits = hf wte^T
+static void siamese_head_forward(const Head& t) {
+    layernorm_forward(t.LN_xf, t.xf, t.x);
+    layernorm_forward(t.LN_yf, t.yf, t.y);
+    residual_forward(t.h, t.xf, t.yf, 1, t.n);
+    layernorm_forward(t.LN_f, t.hf, t.h);
+    classifier_forward(t, t.hf);
+}
+
+// dhf = dlogits wte;  dh = LN_f'(dhf);  dxf += dh;  dyf += dh;  dx += LN_xf'(dxf);  dy += LN_yf'(dyf)
+static void siamese_head_backward(const Head& t) {
+    classifier_backward(t, t.hf, t.dhf);
+    layernorm_backward(t.LN_f, t.dh, t.dhf, t.h);
+    residual_backward(t.dxf, t.dyf, t.dh, 1, t.n);
+    layernorm_backward(t.LN_xf, t.dx, t.dxf, t.x);
+    layernorm_backward(t.LN_yf, t.dy, t.dyf, t.y);
+}
+
+// Which function runs for which kind of sub-layer and head: the one place that asks. host/layouts.h says what
+// sub-layer s of a layout is (Mix-LN: post in its first blocks, pre after them) and which head it has.
+typedef struct {
+    void (*forward)(const SubLayer&);
+    void (*backward)(const SubLayer&);
+} BoundaryFunctions;
+
+static BoundaryFunctions boundary_of(const GPT2Config& c, int s) {
+    SubLayerKind kind = sublayer_kind(c, s);
+    switch (kind) {
+        case SUBLAYER_PRE: return {pre_boundary_forward, pre_boundary_backward};
+        case SUBLAYER_POST: return {post_boundary_forward, post_boundary_backward};
+        case SUBLAYER_SIAMESE: return {siamese_boundary_forward, siamese_boundary_backward};
+        case SUBLAYER_DEEPNORM: return {deepnorm_boundary_forward, deepnorm_boundary_backward};
+    }
+    unknown_kind("sub-layer kind", kind);
+}
+
+typedef struct {
+    void (*forward)(const Head&);
+    void (*backward)(const Head&);
+} HeadFunctions;
+
+static HeadFunctions head_of(const GPT2Config& c) {
+    HeadKind kind = layout_of(c).head;
+    switch (kind) {
+        case HEAD_LN: return {lnf_head_forward, lnf_head_backward};
+        case HEAD_IDENTITY: return {identity_head_forward, identity_head_backward};
+        case HEAD_SIAMESE: return {siamese_head_forward, siamese_head_backward};
+    }
+    unknown_kind("head kind", kind);
+}
+
+// ----------------------------------------------------------------------------------------------------------------
 // forward, backward, update
 
-static void gpt2_allocate_activations(GPT2* m, int B, int T) {
-    m->batch_size = B;
-    m->seq_len = T;
-    m->num_activations = point_activations(m->config, B, T, &m->acts, nullptr);
-    m->acts_memory = (real*)calloc_or_fail(m->num_activations, sizeof(real));
-    m->grads_acts_memory = (real*)calloc_or_fail(m->num_activations, sizeof(real));
-    point_activations(m->config, B, T, &m->acts, m->acts_memory);
-    point_activations(m->config, B, T, &m->grads_acts, m->grads_acts_memory);
-    m->inputs = (int*)calloc_or_fail((size_t)B * T, sizeof(int));
-    m->targets = (int*)calloc_or_fail((size_t)B * T, sizeof(int));
-}
+// the bookkeeping at the end of the file: the activations, and the named tensors of sub-layer s and of the head
+static void gpt2_allocate_activations(GPT2* m, int B, int T);
+static SubLayer sublayer_tensors(GPT2* m, int s);
+static Head head_tensors(GPT2* m);
 
 // Runs the model on inputs (B, T); with targets, also the loss. Any B <= and T <= the first call's shape works.
 static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) {
@@ -905,17 +830,13 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     if (targets) memcpy(m->targets, targets, (size_t)N * sizeof(int));
     ActivationTensors* a = &m->acts;
 
-    encoder_forward(a->x, inputs, m->params.wte, m->params.wpe, B, T, C);  // x = h0
+    encoder_forward(a->x, inputs, m->params.wte, m->params.wpe, B, T, C);               // x = h0
     if (layout_of(c).streams == 2) memcpy(a->y, a->x, (size_t)N * C * sizeof(real));  // y = h0
-    for (int s = 0; s < 2 * L; s++) {
-        SubLayerActs v = sublayer_acts(c, *a, s, B, T);
-        boundary_in_forward(m, s);
-        if (s % 2 == 0) attention_block_forward(m, s / 2, v.u, v.z);
-        else mlp_block_forward(m, s / 2, v.u, v.z);
-        boundary_out_forward(m, s);
-    }
-    head_forward(m);
-    matmul_forward(a->logits, head_output(c, *a, (size_t)N * C), m->params.wte, nullptr, N, C, c.padded_vocab_size);
+    // each sub-layer s = 2l + k (the attention of block l, then its MLP) as its layout's equations say: e.g.
+    // siamese_boundary_forward (boundary_of, above, says which function that is), then the head and its logits:
+    // e.g. siamese_head_forward
+    for (int s = 0; s < 2 * L; s++) boundary_of(c, s).forward(sublayer_tensors(m, s));
+    head_of(c).forward(head_tensors(m));
     softmax_forward(a->probs, a->logits, N, c.vocab_size, c.padded_vocab_size);
     if (targets) {
         crossentropy_forward(a->losses, a->probs, targets, N, c.padded_vocab_size);
@@ -935,23 +856,15 @@ static void gpt2_backward(GPT2* m, real loss_scale = 1) {
     if (m->mean_loss == -1) fail("backward needs a forward pass with targets");
     const GPT2Config& c = m->config;
     int B = m->B, T = m->T, C = c.channels, N = B * T, L = c.num_layers;
-    size_t NC = (size_t)N * C;
     memset(m->grads_acts_memory, 0, m->num_activations * sizeof(real));
     ActivationTensors *a = &m->acts, *d = &m->grads_acts;
 
     crossentropy_softmax_backward(d->logits, a->probs, m->targets, loss_scale / N, N, c.vocab_size,
                                   c.padded_vocab_size);
-    matmul_backward(head_output(c, *d, NC), m->grads.wte, nullptr, d->logits, head_output(c, *a, NC),
-                    m->params.wte, N, C, c.padded_vocab_size);
-    head_backward(m);
-    for (int s = 2 * L - 1; s >= 0; s--) {
-        SubLayerActs v = sublayer_acts(c, *a, s, B, T);
-        SubLayerActs dv = sublayer_acts(c, *d, s, B, T);
-        boundary_out_backward(m, s);
-        if (s % 2 == 0) attention_block_backward(m, s / 2, v.u, dv.u, dv.z);
-        else mlp_block_backward(m, s / 2, v.u, dv.u, dv.z);
-        boundary_in_backward(m, s);
-    }
+    // the forward pass in reverse: the head (e.g. siamese_head_backward), then the sub-layers from the last down
+    // (e.g. siamese_boundary_backward)
+    head_of(c).backward(head_tensors(m));
+    for (int s = 2 * L - 1; s >= 0; s--) boundary_of(c, s).backward(sublayer_tensors(m, s));
     // both streams start as h0, so h0 collects the gradients of both
     encoder_backward(m->grads.wte, m->grads.wpe, d->x, m->inputs, B, T, C);
     if (layout_of(c).streams == 2) encoder_backward(m->grads.wte, m->grads.wpe, d->y, m->inputs, B, T, C);
@@ -979,25 +892,37 @@ typedef struct {
 
 // AdamW (Loshchilov & Hutter) with bias correction; step t counts from 1. The gradient is multiplied by
 // grad_scale first (global-norm clipping). Weight decay is decoupled and applies to 2-D weight matrices only.
-// Updates the parameters [opt_begin, opt_end) (all, but for a rank's shard under ZeRO-1).
-static void gpt2_update(GPT2* m, const AdamWConfig& o, real grad_scale, int t) {
-    gpt2_allocate_optimizer_state(m);
+// This updates the parameters [begin, end) with their moments mm, vv (end - begin each): gpt2_update passes all
+// of them; the trainer's ZeRO-1 passes a process's shard.
+static void adamw_update(GPT2* m, const AdamWConfig& o, real grad_scale, int t, size_t begin, size_t end, real* mm,
+                         real* vv) {
     real bc1 = 1 - (real)std::pow((double)o.beta1, t), bc2 = 1 - (real)std::pow((double)o.beta2, t);
     for (const TensorInfo& tensor : m->tensors) {
-        size_t begin = std::max(tensor.offset, m->opt_begin), end = std::min(tensor.offset + tensor.size, m->opt_end);
-        if (begin >= end) continue;
+        size_t lo = std::max(tensor.offset, begin), hi = std::min(tensor.offset + tensor.size, end);
+        if (lo >= hi) continue;
         real wd = tensor.decay ? o.weight_decay : 0;
-        real *p = m->params_memory + begin, *g = m->grads_memory + begin;
-        real *mm = m->m_memory + (begin - m->opt_begin), *vv = m->v_memory + (begin - m->opt_begin);
+        real *p = m->params_memory + lo, *g = m->grads_memory + lo, *mt = mm + (lo - begin), *vt = vv + (lo - begin);
 #pragma omp parallel for
-        for (size_t i = 0; i < end - begin; i++) {
+        for (size_t i = 0; i < hi - lo; i++) {
             real grad = g[i] * grad_scale;
-            mm[i] = o.beta1 * mm[i] + (1 - o.beta1) * grad;
-            vv[i] = o.beta2 * vv[i] + (1 - o.beta2) * grad * grad;
-            real mhat = mm[i] / bc1, vhat = vv[i] / bc2;
+            mt[i] = o.beta1 * mt[i] + (1 - o.beta1) * grad;
+            vt[i] = o.beta2 * vt[i] + (1 - o.beta2) * grad * grad;
+            real mhat = mt[i] / bc1, vhat = vt[i] / bc2;
             p[i] -= o.learning_rate * (mhat / (std::sqrt(vhat) + o.eps) + wd * p[i]);
         }
     }
+}
+
+static void gpt2_allocate_optimizer_state(GPT2* m) {
+    if (m->m_memory) return;
+    m->m_memory = (real*)calloc_or_fail(m->num_parameters, sizeof(real));
+    m->v_memory = (real*)calloc_or_fail(m->num_parameters, sizeof(real));
+}
+
+// one AdamW step of every parameter
+static void gpt2_update(GPT2* m, const AdamWConfig& o, real grad_scale, int t) {
+    gpt2_allocate_optimizer_state(m);
+    adamw_update(m, o, grad_scale, t, 0, m->num_parameters, m->m_memory, m->v_memory);
 }
 
 static void gpt2_free(GPT2* m) {
@@ -1005,7 +930,6 @@ static void gpt2_free(GPT2* m) {
     free(m->grads_memory);
     free(m->m_memory);
     free(m->v_memory);
-    free(m->micro_grads);
     free(m->acts_memory);
     free(m->grads_acts_memory);
     free(m->inputs);
@@ -1014,9 +938,123 @@ static void gpt2_free(GPT2* m) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// the trainer: the training loop is train_main in host/train_loop.h, shared with the CUDA trainer; these are its hooks
+// Where the named tensors live (bookkeeping, not the method: a first reading may skip this section). The activations
+// and their gradients are one buffer each, llm.c's way; SubLayer and Head point into them and into the parameters.
+// Every sub-layer has every tensor of SubLayer, whichever of them its kind uses, so that nothing here depends on the
+// kind: a one-stream layout leaves 3 of a sub-layer's 5 (B,T,C) tensors xh, yh, h, u, z at 0 (memory, and more
+// for gpt2_backward's memset to clear).
+
+// the sizes of the activations of a model and a batch shape (B, T); with memory, points the tensors into it
+static size_t point_activations(const GPT2Config& c, int B, int T, ActivationTensors* a, real* memory) {
+    size_t C = c.channels, L = c.num_layers, NH = c.num_heads, Vp = c.padded_vocab_size, BT = (size_t)B * T;
+    size_t NC = BT * C;
+    int two_streams = layout_of(c).streams == 2;
+    struct { real** ptr; size_t size; } list[] = {
+        {&a->x, (2 * L + 1) * NC},   {&a->y, two_streams ? (2 * L + 1) * NC : 0},
+        {&a->xh, 2 * L * NC},        {&a->yh, 2 * L * NC},           {&a->h, 2 * L * NC},
+        {&a->u, 2 * L * NC},         {&a->z, 2 * L * NC},
+        {&a->ln_mean, 2 * L * LN_SLOTS * BT}, {&a->ln_rstd, 2 * L * LN_SLOTS * BT},
+        {&a->qkv, L * BT * 3 * C},   {&a->preatt, L * B * NH * T * T}, {&a->att, L * B * NH * T * T},
+        {&a->atty, L * NC},          {&a->fch, L * BT * 4 * C},       {&a->fch_gelu, L * BT * 4 * C},
+        {&a->xf, NC},                {&a->yf, NC},                    {&a->head_h, NC},       {&a->hf, NC},
+        {&a->lnf_mean, LN_SLOTS * BT}, {&a->lnf_rstd, LN_SLOTS * BT},
+        {&a->logits, BT * Vp},       {&a->probs, BT * Vp},            {&a->losses, BT},
+    };
+    size_t total = 0;
+    for (auto& e : list) {
+        *e.ptr = memory && e.size ? memory + total : nullptr;
+        total += e.size;
+    }
+    return total;
+}
+
+static void gpt2_allocate_activations(GPT2* m, int B, int T) {
+    m->batch_size = B;
+    m->seq_len = T;
+    m->num_activations = point_activations(m->config, B, T, &m->acts, nullptr);
+    m->acts_memory = (real*)calloc_or_fail(m->num_activations, sizeof(real));
+    m->grads_acts_memory = (real*)calloc_or_fail(m->num_activations, sizeof(real));
+    point_activations(m->config, B, T, &m->acts, m->acts_memory);
+    point_activations(m->config, B, T, &m->grads_acts, m->grads_acts_memory);
+    m->inputs = (int*)calloc_or_fail((size_t)B * T, sizeof(int));
+    m->targets = (int*)calloc_or_fail((size_t)B * T, sizeof(int));
+}
+
+static real* at(real* base, size_t offset) { return base ? base + offset : nullptr; }
+
+// the LayerNorm of gain w and shift b (rows of C), gradients dw and db, statistics mean and rstd (rows of N)
+static LayerNorm layernorm_of(real* w, real* b, real* dw, real* db, real* mean, real* rstd, size_t offset, int N,
+                              int C) {
+    return {at(w, offset), at(b, offset), at(dw, offset), at(db, offset), mean, rstd, N, C};
+}
+
+static SubLayer sublayer_tensors(GPT2* m, int s) {
+    const GPT2Config& c = m->config;
+    int l = s / 2, k = s % 2, N = m->B * m->T, C = c.channels;
+    size_t n = (size_t)N * C;
+    ActivationTensors &a = m->acts, &d = m->grads_acts;
+    ParameterTensors &p = m->params, &g = m->grads;
+    SubLayer t;
+    t.m = m;
+    t.s = s;
+    t.n = n;
+    t.x = at(a.x, s * n), t.x_out = at(a.x, (s + 1) * n), t.dx = at(d.x, s * n), t.dx_out = at(d.x, (s + 1) * n);
+    t.y = at(a.y, s * n), t.y_out = at(a.y, (s + 1) * n), t.dy = at(d.y, s * n), t.dy_out = at(d.y, (s + 1) * n);
+    t.xh = at(a.xh, s * n), t.yh = at(a.yh, s * n), t.h = at(a.h, s * n), t.u = at(a.u, s * n), t.z = at(a.z, s * n);
+    t.dxh = at(d.xh, s * n), t.dyh = at(d.yh, s * n), t.dh = at(d.h, s * n), t.du = at(d.u, s * n);
+    t.dz = at(d.z, s * n);
+    LayerNorm ln[LN_SLOTS];
+    for (int j = 0; j < LN_SLOTS; j++)
+        ln[j] = layernorm_of(p.lnw[k][j], p.lnb[k][j], g.lnw[k][j], g.lnb[k][j],
+                             a.ln_mean + ((size_t)s * LN_SLOTS + j) * N, a.ln_rstd + ((size_t)s * LN_SLOTS + j) * N,
+                             (size_t)l * C, N, C);
+    t.LN = t.LN_x = ln[LN_X];
+    t.LN_y = ln[LN_Y];
+    t.LN_in = ln[LN_IN];
+    t.inv_c = (real)inv_depth_scale(c, l);
+    t.has_ln_in = !(c.ablations & ABLATE_NO_LN_IN);
+    t.alpha = (real)deepnorm_alpha(c.num_layers);
+    return t;
+}
+
+// The head's LayerNorms are the registry's head_norms slots, in its order: LN_f is the last (pre: the only one);
+// siamese's LN_xf and LN_yf come first.
+static Head head_tensors(GPT2* m) {
+    const GPT2Config& c = m->config;
+    int N = m->B * m->T, C = c.channels, last = layout_of(c).head_norms - 1;
+    size_t n = (size_t)N * C, top = 2 * (size_t)c.num_layers * n;  // x[2L], y[2L]
+    ActivationTensors &a = m->acts, &d = m->grads_acts;
+    ParameterTensors &p = m->params, &g = m->grads;
+    Head t;
+    t.m = m;
+    t.n = n;
+    t.x = at(a.x, top), t.y = at(a.y, top), t.dx = at(d.x, top), t.dy = at(d.y, top);
+    t.xf = a.xf, t.yf = a.yf, t.h = a.head_h, t.hf = a.hf;
+    t.dxf = d.xf, t.dyf = d.yf, t.dh = d.head_h, t.dhf = d.hf;
+    LayerNorm ln[LN_SLOTS + 1];  // slot -1 (no LayerNorm) at index 0
+    memset(ln, 0, sizeof(ln));
+    for (int j = 0; j < LN_SLOTS; j++)
+        ln[j + 1] = layernorm_of(p.lnfw[j], p.lnfb[j], g.lnfw[j], g.lnfb[j], a.lnf_mean + (size_t)j * N,
+                                 a.lnf_rstd + (size_t)j * N, 0, N, C);
+    t.LN_f = ln[last + 1];
+    t.LN_xf = ln[LN_X + 1];
+    t.LN_yf = ln[LN_Y + 1];
+    return t;
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// the trainer: the training loop is train_main in host/train_loop.h, shared with the CUDA trainer; these are its
+// hooks. What a step's micro-batches, several processes (host/distributed.h) and ZeRO-1 need lives here, beside
+// the model: the model itself computes one batch's gradient and takes plain AdamW steps.
 
 #ifndef REFERENCE_CPU_NO_MAIN
+
+static struct {
+    real* micro_grads;                          // one process, a step's later micro-batches: each one's gradient
+    std::vector<real> grad_shard, grad_pieces;  // several processes: this rank's shard of the summed gradient
+    size_t opt_begin, opt_end;                  // ZeRO-1 (-z 1) with several processes: the parameters this rank
+    real *m, *v;                                //   updates, and their AdamW moments
+} trainer = {nullptr, {}, {}, 0, 0, nullptr, nullptr};
 
 static void train_backend_init(GPT2*, const TrainOptions& o) {
     if (o.tf32) fail("-f (TF32) applies to the CUDA trainer only");
@@ -1024,7 +1062,12 @@ static void train_backend_init(GPT2*, const TrainOptions& o) {
     if (o.attention) fail("--attention applies to the CUDA trainer only");
 }
 
-static void train_backend_free(GPT2*) {}
+static void train_backend_free(GPT2*) {
+    free(trainer.micro_grads);
+    free(trainer.m);
+    free(trainer.v);
+    trainer.micro_grads = trainer.m = trainer.v = nullptr;
+}
 
 // The step's gradient is the sum of each micro-batch's own gradient, in micro-batch order (host/distributed.h), so
 // each micro-batch's gradient is computed alone, into zeroed memory: the step's first into the gradient itself; in
@@ -1035,8 +1078,8 @@ static double train_micro_step(GPT2* m, const int* inputs, const int* targets, i
     real* into = m->grads_memory;  // zeroed by gpt2_zero_grad at the start of the step
     if (micro > 0) {
         if (dist.size == 1) {
-            if (!m->micro_grads) m->micro_grads = (real*)calloc_or_fail(m->num_parameters, sizeof(real));
-            into = m->micro_grads;
+            if (!trainer.micro_grads) trainer.micro_grads = (real*)calloc_or_fail(m->num_parameters, sizeof(real));
+            into = trainer.micro_grads;
         }
         memset(into, 0, m->num_parameters * sizeof(real));
     }
@@ -1053,16 +1096,16 @@ static void train_sum_gradients(GPT2* m, int micro, int last) {
     size_t n = m->num_parameters;
     if (dist.size == 1) {
         if (micro == 0) return;  // the gradient itself
-        real *g = m->grads_memory, *add = m->micro_grads;
+        real *g = m->grads_memory, *add = trainer.micro_grads;
 #pragma omp parallel for
         for (size_t i = 0; i < n; i++) g[i] += add[i];
         return;
     }
     size_t begin = shard_begin(n, dist.rank);
-    m->grad_shard.resize(shard_end(n, dist.rank) - begin);
-    dist_sum_into_shard(m->grads_memory, n, m->grad_shard.data(), micro > 0, &m->grad_pieces);
+    trainer.grad_shard.resize(shard_end(n, dist.rank) - begin);
+    dist_sum_into_shard(m->grads_memory, n, trainer.grad_shard.data(), micro > 0, &trainer.grad_pieces);
     if (!last) return;
-    memcpy(m->grads_memory + begin, m->grad_shard.data(), m->grad_shard.size() * sizeof(real));
+    memcpy(m->grads_memory + begin, trainer.grad_shard.data(), trainer.grad_shard.size() * sizeof(real));
     dist_gather_shards(m->grads_memory, n);
 }
 
@@ -1072,19 +1115,27 @@ static void train_next_token_probs(GPT2* m, const int* tokens, int n, std::vecto
     probs->assign(row, row + m->config.vocab_size);
 }
 
-// ZeRO-1 (-z 1): this rank keeps the optimizer state of its shard only (before that state exists)
-static void keep_optimizer_shard(GPT2* m) {
-    if (m->m_memory || !dist.zero) return;
-    m->opt_begin = shard_begin(m->num_parameters, dist.rank);
-    m->opt_end = shard_end(m->num_parameters, dist.rank);
+// ZeRO-1 (-z 1) with several processes: this rank keeps the AdamW moments of its shard of the parameters only
+static bool zero1() { return dist.zero && dist.size > 1; }
+
+static void zero1_allocate(GPT2* m) {
+    if (trainer.m) return;
+    trainer.opt_begin = shard_begin(m->num_parameters, dist.rank);
+    trainer.opt_end = shard_end(m->num_parameters, dist.rank);
+    trainer.m = (real*)calloc_or_fail(trainer.opt_end - trainer.opt_begin, sizeof(real));
+    trainer.v = (real*)calloc_or_fail(trainer.opt_end - trainer.opt_begin, sizeof(real));
 }
 
 // every rank has the whole gradient; with -z 1 each updates its shard, and the updated parameters are gathered
 static void train_update(GPT2* m, const TrainOptions& o, double lr, double grad_scale, int t) {
     AdamWConfig opt = {(real)lr, (real)0.9, (real)0.95, (real)1e-8, (real)o.weight_decay};
-    keep_optimizer_shard(m);
-    gpt2_update(m, opt, (real)grad_scale, t);
-    if (m->opt_end - m->opt_begin < m->num_parameters) dist_gather_shards(m->params_memory, m->num_parameters);
+    if (!zero1()) {
+        gpt2_update(m, opt, (real)grad_scale, t);
+        return;
+    }
+    zero1_allocate(m);
+    adamw_update(m, opt, (real)grad_scale, t, trainer.opt_begin, trainer.opt_end, trainer.m, trainer.v);
+    dist_gather_shards(m->params_memory, m->num_parameters);
 }
 
 static bool train_params_finite(GPT2* m) {
@@ -1098,8 +1149,8 @@ static SavedFiles train_save(GPT2* m, const char* model_path, const char* state_
     size_t n = m->num_parameters;
     std::vector<real> mm, vv;
     const real *m_all = m->m_memory, *v_all = m->v_memory;
-    if (m->opt_end - m->opt_begin < n) {
-        mm = dist_gather_to_rank0(m->m_memory, n), vv = dist_gather_to_rank0(m->v_memory, n);
+    if (zero1()) {
+        mm = dist_gather_to_rank0(trainer.m, n), vv = dist_gather_to_rank0(trainer.v, n);
         m_all = mm.data(), v_all = vv.data();
     }
     if (dist.rank != 0) return {};
@@ -1108,9 +1159,12 @@ static SavedFiles train_save(GPT2* m, const char* model_path, const char* state_
 }
 
 static TrainState train_load_state(GPT2* m, const char* path, DataLoader* loader) {
-    keep_optimizer_shard(m);
-    gpt2_allocate_optimizer_state(m);
-    return state_read(path, m->num_parameters, loader, m->m_memory, m->v_memory, m->opt_begin, m->opt_end);
+    if (!zero1()) {
+        gpt2_allocate_optimizer_state(m);
+        return state_read(path, m->num_parameters, loader, m->m_memory, m->v_memory, 0, m->num_parameters);
+    }
+    zero1_allocate(m);
+    return state_read(path, m->num_parameters, loader, trainer.m, trainer.v, trainer.opt_begin, trainer.opt_end);
 }
 
 static void train_describe(GPT2*, const TrainOptions&, std::vector<std::pair<std::string, std::string>>* rows) {

@@ -46,19 +46,15 @@ static double forward_skipping(GPT2* m, const int* inputs, const int* targets, i
     encoder_forward(a->x, inputs, m->params.wte, m->params.wpe, B, T, C);
     if (two_streams) memcpy(a->y, a->x, NC * sizeof(real));
     for (int s = 0; s < 2 * L; s++) {
-        SubLayerActs v = sublayer_acts(c, *a, s, B, T);
+        SubLayer t = sublayer_tensors(m, s);
         if (skip[s / 2]) {  // the streams pass through the sub-layer unchanged
-            memcpy(v.x_next, v.x, NC * sizeof(real));
-            if (two_streams) memcpy(v.y_next, v.y, NC * sizeof(real));
+            memcpy(t.x_out, t.x, NC * sizeof(real));
+            if (two_streams) memcpy(t.y_out, t.y, NC * sizeof(real));
             continue;
         }
-        boundary_in_forward(m, s);
-        if (s % 2 == 0) attention_block_forward(m, s / 2, v.u, v.z);
-        else mlp_block_forward(m, s / 2, v.u, v.z);
-        boundary_out_forward(m, s);
+        boundary_of(c, s).forward(t);
     }
-    head_forward(m);
-    matmul_forward(a->logits, head_output(c, *a, NC), m->params.wte, nullptr, N, C, c.padded_vocab_size);
+    head_of(c).forward(head_tensors(m));
     softmax_forward(a->probs, a->logits, N, c.vocab_size, c.padded_vocab_size);
     crossentropy_forward(a->losses, a->probs, targets, N, c.padded_vocab_size);
     double sum = 0;
@@ -205,12 +201,12 @@ int main(int argc, char** argv) {
         if (siamese) {  // the X share of the LN_in input at every siamese sub-layer, from the kept LN outputs
             for (int s = 0; s < 2 * L; s++) {
                 if (sublayer_kind(c, s) != SUBLAYER_SIAMESE) continue;
-                SubLayerActs a = sublayer_acts(c, model.acts, s, B, T);
+                SubLayer a = sublayer_tensors(&model, s);
                 for (int n = 0; n < N; n++) {
                     double nx = 0, ny = 0;
                     for (int k = 0; k < C; k++) {
-                        nx += (double)a.ln[LN_X][(size_t)n * C + k] * a.ln[LN_X][(size_t)n * C + k];
-                        ny += (double)a.ln[LN_Y][(size_t)n * C + k] * a.ln[LN_Y][(size_t)n * C + k];
+                        nx += (double)a.xh[(size_t)n * C + k] * a.xh[(size_t)n * C + k];
+                        ny += (double)a.yh[(size_t)n * C + k] * a.yh[(size_t)n * C + k];
                     }
                     share_sum[s] += std::sqrt(nx) / (std::sqrt(nx) + std::sqrt(ny)) / N;
                 }

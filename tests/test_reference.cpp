@@ -30,6 +30,102 @@ static void perturb(GPT2* m, uint64_t seed) {
 static const int CASES[][3] = {{NORM_PRE, 0, 0},     {NORM_POST, 0, 0},     {NORM_SIAMESE, 0, 0}, {NORM_SIAMESE, 1, 0},
                                {NORM_SIAMESE, 2, 0}, {NORM_MIX, 0, 1},      {NORM_MIX, 0, 2},     {NORM_DEEPNORM, 0, 0}};
 
+// The plain matrix products (matmul_forward_naive, matmul_backward_naive: the math) against the tiled ones the model
+// runs, on shapes that reach every path of the tiles: full 4 x 4 tiles and the remainder rows and outputs, C not a
+// multiple of the vector width VL (the plain loops), a gradient sum over more than one block of 256 rows.
+// The bound: a sum of n terms in float32, in any order, is within gamma(n) * (the sum of the terms' magnitudes) of
+// the exact sum, gamma(n) = n u / (1 - n u), u = 2^-24 (Higham, Accuracy and Stability of Numerical Algorithms,
+// section 3.1), so two ways of summing are within twice that: n = C + 1 for an output (its bias and C products),
+// K + 1 for a gradient element (the value already there and K products).
+//  - forward: the tiles keep VL partial sums of every dot product and add them at the end: another order.
+//  - backward: each element is summed in the same order by both (over k in increasing order, from the value already
+//    there), but not always rounded alike: the compiler fuses a*b + c into one rounding (an FMA) in some loops and
+//    not in others (GCC's default -ffp-contract=fast; here the 4 x 4 tiles and the plain loops are fused, the
+//    remainder tiles not), so only the bound holds everywhere.
+//  - bit for bit where both run the same loop: the forward and backward where C is not a multiple of VL (the tiled
+//    functions fall back to the plain loops), and the bias gradient (the same sum, no product) always.
+TEST_CASE("matmul: the plain loops and the tiled products agree") {
+    static_assert(sizeof(real) == 4, "the bound below is float32's");
+    const double u = std::ldexp(1.0, -24);
+    auto gamma = [&](int n) { return n * u / (1 - n * u); };
+    struct Shape { int N, C, OC, bias; };
+    const Shape shapes[] = {{13, 64, 36, 1}, {6, 40, 10, 1}, {300, 24, 7, 0}, {9, 18, 300, 1}};
+    uint64_t rng = 77;
+    auto fill = [&](std::vector<real>* v, size_t n) {
+        v->resize(n);
+        for (real& x : *v) x = (real)random_normal(&rng);
+    };
+    for (const Shape& sh : shapes) {
+        int N = sh.N, C = sh.C, OC = sh.OC;
+        CAPTURE(N);
+        CAPTURE(C);
+        CAPTURE(OC);
+        std::vector<real> inp, w, b, dout, dinp0, dw0, db0;
+        fill(&inp, (size_t)N * C);
+        fill(&w, (size_t)OC * C);
+        fill(&b, OC);
+        fill(&dout, (size_t)N * OC);
+        fill(&dinp0, (size_t)N * C);  // the gradients accumulate onto what is there
+        fill(&dw0, (size_t)OC * C);
+        fill(&db0, OC);
+        const real* bias = sh.bias ? b.data() : nullptr;
+        auto A = [&](const std::vector<real>& v, int r, int cols, int c) { return (double)v[(size_t)r * cols + c]; };
+
+        std::vector<real> fast((size_t)N * OC), plain((size_t)N * OC);
+        matmul_forward(fast.data(), inp.data(), w.data(), bias, N, C, OC);
+        matmul_forward_naive(plain.data(), inp.data(), w.data(), bias, N, C, OC);
+        double worst = 0, worst_dropped = 0;
+        for (int n = 0; n < N; n++)
+            for (int o = 0; o < OC; o++) {
+                double mag = bias ? std::fabs((double)bias[o]) : 0, dropped = bias ? bias[o] : 0;
+                for (int i = 0; i < C; i++) mag += std::fabs(A(inp, n, C, i) * A(w, o, C, i));
+                for (int i = 0; i < C - 1; i++) dropped += A(inp, n, C, i) * A(w, o, C, i);
+                double bound = 2 * gamma(C + 1) * mag, diff = std::fabs(A(fast, n, OC, o) - A(plain, n, OC, o));
+                REQUIRE(diff <= bound);
+                worst = std::max(worst, diff / bound);
+                // a product that forgot a term (here the last) is far outside the bound: the check can fail
+                worst_dropped = std::max(worst_dropped, std::fabs(dropped - A(plain, n, OC, o)) / bound);
+            }
+        MESSAGE("forward: worst |tiled - plain| / bound " << worst << "; a term dropped: " << worst_dropped);
+        CHECK(worst_dropped > 100);
+        if (C % VL != 0) CHECK(memcmp(fast.data(), plain.data(), fast.size() * sizeof(real)) == 0);
+
+        std::vector<real> dinp_f(dinp0), dw_f(dw0), db_f(db0), dinp_p(dinp0), dw_p(dw0), db_p(db0);
+        matmul_backward(dinp_f.data(), dw_f.data(), sh.bias ? db_f.data() : nullptr, dout.data(), inp.data(), w.data(),
+                        N, C, OC);
+        matmul_backward_naive(dinp_p.data(), dw_p.data(), sh.bias ? db_p.data() : nullptr, dout.data(), inp.data(),
+                              w.data(), N, C, OC);
+        size_t same = 0, total = 0;
+        worst = 0;
+        for (int n = 0; n < N; n++)  // dinp (N, C) = dinp0 + dout @ w: K = OC
+            for (int i = 0; i < C; i++) {
+                double mag = std::fabs(A(dinp0, n, C, i));
+                for (int o = 0; o < OC; o++) mag += std::fabs(A(dout, n, OC, o) * A(w, o, C, i));
+                double bound = 2 * gamma(OC + 1) * mag, diff = std::fabs(A(dinp_f, n, C, i) - A(dinp_p, n, C, i));
+                REQUIRE(diff <= bound);
+                worst = std::max(worst, diff / bound);
+                same += diff == 0, total++;
+            }
+        for (int o = 0; o < OC; o++)  // dweight (OC, C) = dw0 + dout^T @ inp: K = N
+            for (int i = 0; i < C; i++) {
+                double mag = std::fabs(A(dw0, o, C, i));
+                for (int n = 0; n < N; n++) mag += std::fabs(A(dout, n, OC, o) * A(inp, n, C, i));
+                double bound = 2 * gamma(N + 1) * mag, diff = std::fabs(A(dw_f, o, C, i) - A(dw_p, o, C, i));
+                REQUIRE(diff <= bound);
+                worst = std::max(worst, diff / bound);
+                same += diff == 0, total++;
+            }
+        MESSAGE("backward: worst |tiled - plain| / bound " << worst << ", " << same << " of " << total
+                                                                   << " elements bit for bit");
+        CHECK(memcmp(db_f.data(), db_p.data(), db_f.size() * sizeof(real)) == 0);
+        if (C % VL != 0) {
+            CHECK(memcmp(dinp_f.data(), dinp_p.data(), dinp_f.size() * sizeof(real)) == 0);
+            CHECK(memcmp(dw_f.data(), dw_p.data(), dw_f.size() * sizeof(real)) == 0);
+        }
+        CHECK(memcmp(dinp_f.data(), dinp0.data(), dinp0.size() * sizeof(real)) != 0);  // something was added
+    }
+}
+
 TEST_CASE("causality: logits at t do not change when tokens after t change") {
     for (auto& lay : CASES) {
         GPT2 m;
@@ -68,7 +164,8 @@ TEST_CASE("layout registry: every row is consistent with what its kinds need") {
         CHECK(find_layout(l.name) == i);
         CHECK(names.insert(l.name).second);
         CHECK((l.streams == 1 || l.streams == 2));
-        CHECK(l.head_norms == head_kept_norms(l.head));
+        // the head's LayerNorms are those its head function reads: LN_f; none; LN_xf, LN_yf and LN_f
+        CHECK(l.head_norms == (l.head == HEAD_LN ? 1 : l.head == HEAD_IDENTITY ? 0 : 3));
         if (l.head == HEAD_SIAMESE) CHECK(l.streams == 2);
         for (int L = 1; L <= 8; L++) {
             std::vector<int> settings = {0};
@@ -326,12 +423,12 @@ TEST_CASE("SiameseNorm forward: the streams follow the equations") {
     gpt2_forward(&m, in.data(), nullptr, 2, 12);
     size_t NC = 24 * 32;
     for (int s = 0; s < 6; s++) {
-        SubLayerActs a = sublayer_acts(m.config, m.acts, s, 2, 12);
+        SubLayer a = sublayer_tensors(&m, s);
         double inv_c = 1.0 / std::sqrt(2.0 * (s / 2 + 1));
         for (size_t i = 0; i < NC; i++) {
-            REQUIRE(a.x_next[i] == doctest::Approx(a.ln[LN_X][i] + inv_c * a.z[i]).epsilon(1e-6));  // x = xh + z/c_l
-            REQUIRE(a.y_next[i] == doctest::Approx(a.y[i] + a.z[i]).epsilon(1e-6));                  // y = y + z
-            REQUIRE(a.sum[i] == doctest::Approx(a.ln[LN_X][i] + a.ln[LN_Y][i]).epsilon(1e-6));
+            REQUIRE(a.x_out[i] == doctest::Approx(a.xh[i] + inv_c * a.z[i]).epsilon(1e-6));  // x = xh + z/c_l
+            REQUIRE(a.y_out[i] == doctest::Approx(a.y[i] + a.z[i]).epsilon(1e-6));           // y = y + z
+            REQUIRE(a.h[i] == doctest::Approx(a.xh[i] + a.yh[i]).epsilon(1e-6));             // h = xh + LN_y(y)
         }
         // xh = LN_x(x): with the gain and shift undone, each row has zero mean and variance var(x) / (var(x) + eps)
         const real* w = m.params.lnw[s % 2][LN_X] + (s / 2) * 32;
@@ -347,7 +444,7 @@ TEST_CASE("SiameseNorm forward: the streams follow the equations") {
         };
         for (int row = 0; row < 24; row++) {
             double mean, var, xmean, xvar;
-            moments(a.ln[LN_X] + row * 32, w, b, &mean, &var);
+            moments(a.xh + row * 32, w, b, &mean, &var);
             moments(a.x + row * 32, nullptr, nullptr, &xmean, &xvar);
             CHECK(std::fabs(mean) < 1e-4);
             CHECK(var == doctest::Approx(xvar / (xvar + 1e-5)).epsilon(1e-4));
