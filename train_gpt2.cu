@@ -24,7 +24,8 @@ and starts sub-layer b (hands on its input u); boundary 0 follows the embedding 
 layouts share one attention and one MLP and differ only in boundary_forward_<kind> and boundary_backward_<kind>, one
 small function per kind of sub-layer (host/layouts.h: pre, post, siamese) and direction, further down; where a
 layout changes kind from one sub-layer to the next (Post-LN blocks, then Pre-LN ones) a boundary runs the end of
-one kind and the start of the other.
+one kind and the start of the other. boundary_kind is the one place that says which of them run for a kind, and
+what the kind keeps.
 
 Backward functions accumulate (+=) into the parameter gradients, zeroed once per step; activation gradients flow
 through a few (B,T,C) buffers that the backward pass reuses from layer to layer. Reductions are deterministic (no
@@ -926,23 +927,29 @@ static size_t lse_layer_floats(size_t rows) { return (rows + 63) / 64 * 64; }
 // the statistics a boundary keeps per row: the LayerNorms that start sub-layer b by slot, then LN_END
 enum { LN_END = LN_SLOTS, BOUNDARY_NORMS = LN_SLOTS + 1 };
 
-// what a kind of sub-layer keeps in acts.u (its input u) and in acts.sum (the input of its closing LayerNorm)
-static int keeps_u(SubLayerKind k) {
-    switch (k) {
-        case SUBLAYER_PRE: return 1;
-        case SUBLAYER_POST: return 0;  // u is x
-        case SUBLAYER_SIAMESE: return 1;
-        default: unknown_kind("sub-layer kind", k);
-    }
-}
-static int keeps_sum(SubLayerKind k) {
-    switch (k) {
-        case SUBLAYER_PRE: return 0;
-        case SUBLAYER_POST: return 1;
-        case SUBLAYER_SIAMESE: return 0;  // recomputed from the statistics (siamese.cuh)
-        default: unknown_kind("sub-layer kind", k);
-    }
-}
+// What this trainer does for a kind of sub-layer (host/layouts.h) at the boundaries, and what it keeps: one row
+// per kind, in boundary_kind, with the boundary functions further down: the one place that asks which kind a
+// sub-layer is. Boundary b ends sub-layer b-1 and starts sub-layer b (or the head, at b = 2L): where both are of
+// the row's kind `forward` does both in one kernel (at b = 0 it only starts); where the kind changes, the end of
+// the one runs and then the start of the other (`end_forward`, `start_forward`). The backwards in reverse. A null
+// function is a change of kinds that no layout of this trainer has (an error).
+struct GPT2;
+typedef struct {
+    void (*forward)(GPT2* m, int b);
+    void (*backward)(GPT2* m, int b);
+    void (*start_forward)(GPT2* m, int b);
+    void (*start_backward)(GPT2* m, int b);
+    void (*end_forward)(GPT2* m, int b);
+    void (*end_backward)(GPT2* m, int b);
+    void (*recompute_u)(GPT2* m, int s);  // -r 1: u_s again before sub-layer s's backward pass (null: u_s is x_s)
+    int keeps_u;    // u_s has a buffer of its own (acts.u); else u_s is x_s (F reads the stream itself)
+    int keeps_sum;  // keeps x_s + z_s, the input of the LayerNorm that ends it (acts.sum)
+    int own_dz;     // dL/dz has a buffer of its own (acts.dz); else it is dx (see grad_dz)
+} BoundaryKind;
+static BoundaryKind boundary_kind(SubLayerKind kind);
+
+static int keeps_u(SubLayerKind k) { return boundary_kind(k).keeps_u; }
+static int keeps_sum(SubLayerKind k) { return boundary_kind(k).keeps_sum; }
 // how many of the sub-layers before s keep a u (keep = keeps_u) or a sum: s's index into acts.u or acts.sum
 static size_t kept_before(const GPT2Config& c, int s, int (*keep)(SubLayerKind)) {
     size_t n = 0;
@@ -1173,30 +1180,31 @@ static void gpt2_allocate_activations(GPT2* m, int B, int T) {
 static size_t NCof(const GPT2* m) { return (size_t)m->B * m->T * m->config.channels; }
 static floatX* stream_x(GPT2* m, int b) { return m->acts.x + b * NCof(m); }
 static floatX* stream_y(GPT2* m, int b) { return b == 0 ? m->acts.x : m->acts.y + (b - 1) * NCof(m); }
-// What boundary b hands on: the input u_b of sub-layer b, or the head output hf at b = 2L. Two of them are another
-// tensor under a second name, and the backward pass relies on it (what it accumulates into one is the other's
-// gradient):
-//   a post sub-layer's u_b        is x_b             (F reads the stream itself)
-//   the identity head's hf        is x_2L            (the last post sub-layer's LayerNorm wrote it)
-// The others have their own: u_b in acts.u (its index among the sub-layers that keep one), hf in acts.hf.
+// Boundary b joins the end of sub-layer b-1 (none at b = 0) to the start of sub-layer b, or of the head at b = 2L,
+// which starts as the kind whose normalization it repeats: LN_f as pre, the identity as post, siamese's as siamese.
+static const int NO_SUBLAYER = -1;
+static int boundary_end(GPT2* m, int b) { return b > 0 ? (int)sublayer_kind(m->config, b - 1) : NO_SUBLAYER; }
+static SubLayerKind boundary_start(GPT2* m, int b) {
+    const GPT2Config& c = m->config;
+    if (b < 2 * c.num_layers) return sublayer_kind(c, b);
+    HeadKind head = layout_of(c).head;
+    switch (head) {
+        case HEAD_LN: return SUBLAYER_PRE;
+        case HEAD_IDENTITY: return SUBLAYER_POST;
+        case HEAD_SIAMESE: return SUBLAYER_SIAMESE;
+    }
+    unknown_kind("head kind", head);
+}
+// What boundary b hands on: the input u_b of sub-layer b, or the head output hf at b = 2L. Where the kind that
+// starts there keeps no u (post), it is another tensor under a second name, and the backward pass relies on it
+// (what it accumulates into one is the other's gradient): a post sub-layer's u_b is x_b (F reads the stream
+// itself), the identity head's hf is x_2L (the last post sub-layer's LayerNorm wrote it). The others have their
+// own: u_b in acts.u (its index among the sub-layers that keep one), hf in acts.hf.
 static floatX* boundary_u(GPT2* m, int b) {
     const GPT2Config& c = m->config;
-    if (b == 2 * c.num_layers) {
-        HeadKind head = layout_of(c).head;
-        switch (head) {
-            case HEAD_LN: return m->acts.hf;
-            case HEAD_IDENTITY: return stream_x(m, b);
-            case HEAD_SIAMESE: return m->acts.hf;
-            default: unknown_kind("head kind", head);
-        }
-    }
-    SubLayerKind kind = sublayer_kind(c, b);
-    switch (kind) {
-        case SUBLAYER_POST: return stream_x(m, b);
-        case SUBLAYER_PRE:
-        case SUBLAYER_SIAMESE: return m->acts.u + (m->recompute ? 0 : kept_before(c, b, keeps_u) * NCof(m));
-        default: unknown_kind("sub-layer kind", kind);
-    }
+    if (!boundary_kind(boundary_start(m, b)).keeps_u) return stream_x(m, b);
+    if (b == 2 * c.num_layers) return m->acts.hf;
+    return m->acts.u + (m->recompute ? 0 : kept_before(c, b, keeps_u) * NCof(m));
 }
 // x_s + z_s, the input of the LayerNorm that ends post sub-layer s
 static floatX* post_sum(GPT2* m, int s) { return m->acts.sum + kept_before(m->config, s, keeps_sum) * NCof(m); }
@@ -1222,34 +1230,18 @@ static T* ln_b(ParameterTensorsT<T>* p, const GPT2Config& c, int b, int j) {
 // Where the backward pass keeps dL/dz_s and dL/du_s of sub-layer s, and with which beta F's backward writes du
 // (du = beta * du + ...): pre keeps dz in dx (x_{s+1} = x_s + z_s: the same gradient); post keeps both in dx (its
 // LayerNorm backward leaves dL/d(x_s + z_s) there, which is dz and, so far, dx; F's backward adds its du to it:
-// beta 1); siamese has a dz and a du of its own.
+// beta 1, as for every kind whose u is x); siamese has a dz (own_dz) and a du of its own.
 static floatX* grad_dz(GPT2* m, int s) {
-    SubLayerKind kind = sublayer_kind(m->config, s);
-    switch (kind) {
-        case SUBLAYER_PRE: return m->acts.dx;
-        case SUBLAYER_POST: return m->acts.dx;
-        case SUBLAYER_SIAMESE: return m->acts.dz;
-        default: unknown_kind("sub-layer kind", kind);
-    }
+    return boundary_kind(sublayer_kind(m->config, s)).own_dz ? m->acts.dz : m->acts.dx;
 }
 static floatX* grad_du(GPT2* m, int s, float* beta) {
-    SubLayerKind kind = sublayer_kind(m->config, s);
-    switch (kind) {
-        case SUBLAYER_PRE: *beta = 0.0f; return m->acts.du;
-        case SUBLAYER_POST: *beta = 1.0f; return m->acts.dx;
-        case SUBLAYER_SIAMESE: *beta = 0.0f; return m->acts.du;
-        default: unknown_kind("sub-layer kind", kind);
-    }
+    int own = boundary_kind(sublayer_kind(m->config, s)).keeps_u;
+    *beta = own ? 0.0f : 1.0f;
+    return own ? m->acts.du : m->acts.dx;
 }
 // dL/dhf, which the classifier's backward writes (overwriting): into du, or dx where hf is x_2L (the identity head)
 static floatX* grad_dhf(GPT2* m) {
-    HeadKind head = layout_of(m->config).head;
-    switch (head) {
-        case HEAD_LN: return m->acts.du;
-        case HEAD_IDENTITY: return m->acts.dx;
-        case HEAD_SIAMESE: return m->acts.du;
-        default: unknown_kind("head kind", head);
-    }
+    return boundary_kind(boundary_start(m, 2 * m->config.num_layers)).keeps_u ? m->acts.du : m->acts.dx;
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -1258,7 +1250,7 @@ static floatX* grad_dhf(GPT2* m) {
 
 // Pre-Norm:  x_b = x_{b-1} + z;  u_b = LN(x_b)        (b = 0: u_0 = LN(h0);  b = 2L: hf = LN_f(x_2L)). Without
 // `residual` (b = 0, or after a post sub-layer, whose LayerNorm already wrote x_b) only u_b = LN(x_b).
-static void boundary_forward_pre(GPT2* m, int b, int residual) {
+static void pre_residual_layernorm(GPT2* m, int b, int residual) {
     const GPT2Config& c = m->config;
     ParameterTensors* p = &m->params;
     residual_layernorm_forward(residual ? stream_x(m, b) : nullptr, boundary_u(m, b), ln_mean(m, b, LN_X),
@@ -1266,6 +1258,8 @@ static void boundary_forward_pre(GPT2* m, int b, int residual) {
                                residual ? m->acts.z : nullptr, ln_w(p, c, b, LN_X), ln_b(p, c, b, LN_X), m->B * m->T,
                                c.channels);
 }
+static void boundary_forward_pre(GPT2* m, int b) { pre_residual_layernorm(m, b, b > 0); }
+static void boundary_start_forward_pre(GPT2* m, int b) { pre_residual_layernorm(m, b, 0); }
 
 // dL/dx_b += LN'(dL/du_b): dx already holds dL/dx_{b+1}, which reached x_b through the identity. The result is
 // also dL/dz_{b-1} (after a pre sub-layer), which is why pre keeps dz and dx in one buffer. At the head dx starts
@@ -1361,51 +1355,51 @@ static void boundary_backward_siamese(GPT2* m, int b) {
 }
 
 // -r 1: u_s again, from what the forward pass kept of boundary s (its streams and LayerNorm statistics), into the
-// one u buffer, just before sub-layer s's backward pass reads it. A post sub-layer has nothing to do (u_s is x_s).
-static void boundary_recompute_u(GPT2* m, int s) {
+// one u buffer, just before sub-layer s's backward pass reads it
+static void recompute_u_pre(GPT2* m, int s) {
     const GPT2Config& c = m->config;
     ParameterTensors* p = &m->params;
-    int N = m->B * m->T, C = c.channels;
-    SubLayerKind kind = sublayer_kind(c, s);
+    layernorm_recompute(boundary_u(m, s), stream_x(m, s), ln_mean(m, s, LN_X), ln_rstd(m, s, LN_X),
+                        ln_w(p, c, s, LN_X), ln_b(p, c, s, LN_X), m->B * m->T, c.channels);
+}
+
+static void recompute_u_siamese(GPT2* m, int s) {
+    SiameseBoundaryGrad a;
+    memset(&a, 0, sizeof(a));
+    a.x = stream_x(m, s);
+    a.y = stream_y(m, s);
+    point_boundary_norms(m, s, &a);
+    siamese_u_recompute(a, boundary_u(m, s), m->B * m->T, m->config.channels);
+}
+
+// post starts nothing: F reads x_b itself (and its backward adds into dx)
+static void nothing(GPT2*, int) {}
+
+// The one place that says which of the functions above run for a kind of sub-layer (BoundaryKind, above). The
+// kinds a layout of this trainer mixes: Mix-LN's post blocks, then pre ones (post's end, then pre's start).
+static BoundaryKind boundary_kind(SubLayerKind kind) {
     switch (kind) {
         case SUBLAYER_PRE:
-            layernorm_recompute(boundary_u(m, s), stream_x(m, s), ln_mean(m, s, LN_X), ln_rstd(m, s, LN_X),
-                                ln_w(p, c, s, LN_X), ln_b(p, c, s, LN_X), N, C);
-            break;
-        case SUBLAYER_POST: break;
-        case SUBLAYER_SIAMESE: {
-            SiameseBoundaryGrad a;
-            memset(&a, 0, sizeof(a));
-            a.x = stream_x(m, s);
-            a.y = stream_y(m, s);
-            point_boundary_norms(m, s, &a);
-            siamese_u_recompute(a, boundary_u(m, s), N, C);
-            break;
-        }
-        default: unknown_kind("sub-layer kind", kind);
+            return {boundary_forward_pre, boundary_backward_pre, boundary_start_forward_pre, boundary_backward_pre,
+                    nullptr, nullptr, recompute_u_pre, 1, 0, 0};
+        case SUBLAYER_POST:
+            return {boundary_forward_post, boundary_backward_post, nothing, nothing, boundary_forward_post,
+                    boundary_backward_post, nullptr, 0, 1, 0};
+        case SUBLAYER_SIAMESE:  // the sum LN_in reads is recomputed from the statistics (siamese.cuh): no sum kept
+            return {boundary_forward_siamese, boundary_backward_siamese, nullptr, nullptr, nullptr, nullptr,
+                    recompute_u_siamese, 1, 0, 1};
+        case SUBLAYER_DEEPNORM: break;  // not run here (cuda = 0 in its row: refused before the model is built)
     }
+    unknown_kind("sub-layer kind", kind);
 }
 
 // the input u_s of sub-layer s for its backward pass: kept by the forward pass, or recomputed now (-r 1)
 static const floatX* backward_input(GPT2* m, int s) {
-    if (m->recompute) boundary_recompute_u(m, s);
-    return boundary_u(m, s);
-}
-
-// Boundary b joins the end of sub-layer b-1 (none at b = 0) to the start of sub-layer b, or of the head at b = 2L,
-// which starts as the kind whose normalization it repeats: LN_f as pre, the identity as post, siamese's as siamese.
-static const int NO_SUBLAYER = -1;
-static int boundary_end(GPT2* m, int b) { return b > 0 ? (int)sublayer_kind(m->config, b - 1) : NO_SUBLAYER; }
-static SubLayerKind boundary_start(GPT2* m, int b) {
-    const GPT2Config& c = m->config;
-    if (b < 2 * c.num_layers) return sublayer_kind(c, b);
-    HeadKind head = layout_of(c).head;
-    switch (head) {
-        case HEAD_LN: return SUBLAYER_PRE;
-        case HEAD_IDENTITY: return SUBLAYER_POST;
-        case HEAD_SIAMESE: return SUBLAYER_SIAMESE;
-        default: unknown_kind("head kind", head);
+    if (m->recompute) {
+        void (*recompute)(GPT2*, int) = boundary_kind(sublayer_kind(m->config, s)).recompute_u;
+        if (recompute) recompute(m, s);
     }
+    return boundary_u(m, s);
 }
 
 [[noreturn]] static void no_boundary(GPT2* m, int b, int end, SubLayerKind start) {
@@ -1413,32 +1407,18 @@ static SubLayerKind boundary_start(GPT2* m, int b) {
          SUBLAYER_KIND_NAMES[end], SUBLAYER_KIND_NAMES[start], layout_of(m->config).name, b);
 }
 
-// the fused boundary of one kind where both sides are of it; a post end, then a pre start, where the kind changes
+// boundary b: one kernel where sub-layers b-1 and b are of one kind; the end of the one, then the start of the
+// other, where the kind changes
 static void boundary_forward(GPT2* m, int b) {
     profile_part("norms");
     int end = boundary_end(m, b);
     SubLayerKind start = boundary_start(m, b);
-    switch (start) {
-        case SUBLAYER_PRE:
-            if (end == SUBLAYER_POST) {
-                boundary_forward_post(m, b);
-                boundary_forward_pre(m, b, 0);
-            } else if (end == SUBLAYER_PRE || end == NO_SUBLAYER) {
-                boundary_forward_pre(m, b, end == SUBLAYER_PRE);
-            } else {
-                no_boundary(m, b, end, start);
-            }
-            break;
-        case SUBLAYER_POST:
-            if (end != SUBLAYER_POST && end != NO_SUBLAYER) no_boundary(m, b, end, start);
-            boundary_forward_post(m, b);
-            break;
-        case SUBLAYER_SIAMESE:
-            if (end != SUBLAYER_SIAMESE && end != NO_SUBLAYER) no_boundary(m, b, end, start);
-            boundary_forward_siamese(m, b);
-            break;
-        default: unknown_kind("sub-layer kind", start);
-    }
+    BoundaryKind k = boundary_kind(start);
+    if (end == (int)start || end == NO_SUBLAYER) return k.forward(m, b);
+    BoundaryKind e = boundary_kind((SubLayerKind)end);
+    if (!e.end_forward || !k.start_forward) no_boundary(m, b, end, start);
+    e.end_forward(m, b);
+    k.start_forward(m, b);
 }
 
 // the reverse: the start's backward, then the end's
@@ -1446,22 +1426,12 @@ static void boundary_backward(GPT2* m, int b) {
     profile_part("norms");
     int end = boundary_end(m, b);
     SubLayerKind start = boundary_start(m, b);
-    switch (start) {
-        case SUBLAYER_PRE:
-            if (end != SUBLAYER_PRE && end != SUBLAYER_POST && end != NO_SUBLAYER) no_boundary(m, b, end, start);
-            boundary_backward_pre(m, b);
-            if (end == SUBLAYER_POST) boundary_backward_post(m, b);
-            break;
-        case SUBLAYER_POST:
-            if (end != SUBLAYER_POST && end != NO_SUBLAYER) no_boundary(m, b, end, start);
-            boundary_backward_post(m, b);
-            break;
-        case SUBLAYER_SIAMESE:
-            if (end != SUBLAYER_SIAMESE && end != NO_SUBLAYER) no_boundary(m, b, end, start);
-            boundary_backward_siamese(m, b);
-            break;
-        default: unknown_kind("sub-layer kind", start);
-    }
+    BoundaryKind k = boundary_kind(start);
+    if (end == (int)start || end == NO_SUBLAYER) return k.backward(m, b);
+    BoundaryKind e = boundary_kind((SubLayerKind)end);
+    if (!e.end_backward || !k.start_backward) no_boundary(m, b, end, start);
+    k.start_backward(m, b);
+    e.end_backward(m, b);
 }
 
 // ----------------------------------------------------------------------------------------------------------------

@@ -5,29 +5,33 @@ the head; the attention and the MLP are the same in every layout. Each layout is
 and checkpoint id, its LayerNorm tensors (its part of the parameter table), the KIND of each sub-layer, its head,
 its own setting (header[10]) and whether the CUDA trainer runs it.
 
-The trainers' boundary and head functions switch on the kind of a sub-layer, never on the layout, so a layout that
-mixes kinds from block to block needs no case of its own. The kinds (s = 2l + k: block l, k = 0 attention, 1 MLP):
+The trainers ask what kind a sub-layer is, never which layout it belongs to, so a layout that mixes kinds from
+block to block needs no code of its own; each asks in one place (reference_cpu.cpp: boundary_of and head_of, which
+name each kind's forward and backward function; train_gpt2.cu: boundary_kind and boundary_start). The kinds
+(s = 2l + k: block l, k = 0 attention, 1 MLP), with the reference's function for each:
 
-  kind      u = the input of F           the stream(s) after F                     LayerNorm outputs kept
-  pre       LN(x)                        x + z                                      u
-  post      x                            LN(x + z)                                  none (the LN writes x)
-  siamese   LN_in(LN_x(x) + LN_y(y))     x = LN_x(x) + z / c_l,  y = y + z          LN_x(x), LN_y(y), u
-  deepnorm  x                            LN(alpha x + z),  alpha = (2L)^(1/4)       none (the LN writes x)
+  kind      u = the input of F           the stream(s) after F                     reference_cpu.cpp
+  pre       LN(x)                        x + z                                      pre_boundary_forward
+  post      x                            LN(x + z)                                  post_boundary_forward
+  siamese   LN_in(LN_x(x) + LN_y(y))     x = LN_x(x) + z / c_l,  y = y + z          siamese_boundary_forward
+  deepnorm  x                            LN(alpha x + z),  alpha = (2L)^(1/4)       deepnorm_boundary_forward
 
 and the heads (hf, what the tied wte turns into logits):
 
-  ln        LN_f(x)                      (pre)
-  identity  x                            (post: its last sub-layer ended with a LayerNorm)
-  siamese   LN_f(LN_xf(x) + LN_yf(y))
+  ln        LN_f(x)                      (pre)                                      lnf_head_forward
+  identity  x                            (post: its last sub-layer ended with a     identity_head_forward
+                                         LayerNorm)
+  siamese   LN_f(LN_xf(x) + LN_yf(y))                                               siamese_head_forward
 
 The layouts: pre, post and siamese use one kind throughout; mix (Mix-LN) is post for its first P blocks and pre
 after them, with pre's head (P, its own setting, in header[10]); deepnorm (DeepNet's DeepNorm) is post with the
 stream scaled by alpha and its own initialization (init_std).
 
-To add a layout (docs/adding_a_layout.md): a row here; a new kind only if no kind above does
-what its boundary does (then its case in every `switch (kind)` of reference_cpu.cpp, and of train_gpt2.cu where the
-CUDA trainer is to run it); its tests. Nothing else reads the layout: the parameter table, the activations, the
-checkpoint header, --norm, --print-tensors and the run's table all come from this row.
+To add a layout (docs/adding_a_layout.md): a row here; a new kind only if no kind above does what its boundary does
+(then its forward and backward function and its case in boundary_of, reference_cpu.cpp, and its row in
+boundary_kind, train_gpt2.cu, where the CUDA trainer is to run it); its tests. Nothing else reads the layout: the
+parameter table, the activations, the checkpoint header, --norm, --print-tensors and the run's table all come from
+this row.
 */
 #pragma once
 #include <cmath>
