@@ -478,11 +478,11 @@ static void crossentropy_softmax_backward(real* dlogits, const real* probs, cons
 
 typedef struct {
     // the streams and, for each sub-layer s = 2l + k (k = 0: the attention of block l, 1: its MLP), the tensors its
-    // layout's equations name (see SubLayer below; a layout uses those it names, the others stay 0)
+    // layout's equations name (see SubLayer below; a kind uses those it names, the others stay 0)
     real* x;         // (2L+1, B,T,C) x[s] enters sub-layer s; x[0] = h0 = wte[tok] + wpe[pos], x[2L] the top
     real* y;         // (2L+1, B,T,C) the second stream of two-stream layouts (siamese: Y), y[0] = h0
-    real* xh;        // (2L, B,T,C) siamese: LN_x(x)
-    real* yh;        // (2L, B,T,C) siamese: LN_y(y)
+    real* xh;        // (2L, B,T,C) siamese: LN_x(x) (two-stream layouts)
+    real* yh;        // (2L, B,T,C) siamese: LN_y(y) (two-stream layouts)
     real* h;         // (2L, B,T,C) the sum a LayerNorm reads: siamese xh + yh, post x + z, deepnorm alpha x + z
     real* u;         // (2L, B,T,C) F's input where a LayerNorm makes it: pre LN(x), siamese LN_in(h)
     real* z;         // (2L, B,T,C) F's output
@@ -496,7 +496,7 @@ typedef struct {
     real* fch;       // (L, B,T,4C)
     real* fch_gelu;  // (L, B,T,4C)
     // the head (see Head below)
-    real* xf;        // (B,T,C) siamese: LN_xf(x)
+    real* xf;        // (B,T,C) siamese: LN_xf(x) (two-stream layouts, as the next two)
     real* yf;        // (B,T,C) siamese: LN_yf(y)
     real* head_h;    // (B,T,C) siamese: LN_xf(x) + LN_yf(y)
     real* hf;        // (B,T,C) what the tied wte turns into logits, where a LayerNorm makes it: LN_f(...)
@@ -940,23 +940,24 @@ static void gpt2_free(GPT2* m) {
 // ----------------------------------------------------------------------------------------------------------------
 // Where the named tensors live (bookkeeping, not the method: a first reading may skip this section). The activations
 // and their gradients are one buffer each, llm.c's way; SubLayer and Head point into them and into the parameters.
-// Every sub-layer has every tensor of SubLayer, whichever of them its kind uses, so that nothing here depends on the
-// kind: a one-stream layout leaves 3 of a sub-layer's 5 (B,T,C) tensors xh, yh, h, u, z at 0 (memory, and more
-// for gpt2_backward's memset to clear).
+// Every sub-layer has every tensor of SubLayer that its layout's streams can use, whichever of them its kind uses, so
+// that nothing here depends on the kind: y, xh and yh (and the head's xf, yf, h) where there are two streams, h, u
+// and z always. A one-stream sub-layer so leaves one (B,T,C) tensor at 0, h or u (memory, and a few per cent more for
+// gpt2_backward's memset of the activation gradients to clear).
 
 // the sizes of the activations of a model and a batch shape (B, T); with memory, points the tensors into it
 static size_t point_activations(const GPT2Config& c, int B, int T, ActivationTensors* a, real* memory) {
     size_t C = c.channels, L = c.num_layers, NH = c.num_heads, Vp = c.padded_vocab_size, BT = (size_t)B * T;
     size_t NC = BT * C;
-    int two_streams = layout_of(c).streams == 2;
+    size_t two = layout_of(c).streams == 2;  // y and the tensors made from it and LN_x(x): two-stream layouts only
     struct { real** ptr; size_t size; } list[] = {
-        {&a->x, (2 * L + 1) * NC},   {&a->y, two_streams ? (2 * L + 1) * NC : 0},
-        {&a->xh, 2 * L * NC},        {&a->yh, 2 * L * NC},           {&a->h, 2 * L * NC},
+        {&a->x, (2 * L + 1) * NC},   {&a->y, two * (2 * L + 1) * NC},
+        {&a->xh, two * 2 * L * NC},  {&a->yh, two * 2 * L * NC},      {&a->h, 2 * L * NC},
         {&a->u, 2 * L * NC},         {&a->z, 2 * L * NC},
         {&a->ln_mean, 2 * L * LN_SLOTS * BT}, {&a->ln_rstd, 2 * L * LN_SLOTS * BT},
         {&a->qkv, L * BT * 3 * C},   {&a->preatt, L * B * NH * T * T}, {&a->att, L * B * NH * T * T},
         {&a->atty, L * NC},          {&a->fch, L * BT * 4 * C},       {&a->fch_gelu, L * BT * 4 * C},
-        {&a->xf, NC},                {&a->yf, NC},                    {&a->head_h, NC},       {&a->hf, NC},
+        {&a->xf, two * NC},          {&a->yf, two * NC},              {&a->head_h, two * NC}, {&a->hf, NC},
         {&a->lnf_mean, LN_SLOTS * BT}, {&a->lnf_rstd, LN_SLOTS * BT},
         {&a->logits, BT * Vp},       {&a->probs, BT * Vp},            {&a->losses, BT},
     };
