@@ -735,7 +735,7 @@ static void classifier_forward(const Head& t, const real* hf) {
     matmul_forward(t.m->acts.logits, hf, t.m->params.wte, nullptr, t.m->B * t.m->T, c.channels, c.padded_vocab_size);
 }
 
-// dhf = dlogits wte (the first gradient into hf: it overwrites nothing, dhf starts at 0);  dwte += dlogits^T hf
+// dhf += dlogits wte (hf's only consumer: dhf starts at 0);  dwte += dlogits^T hf (the tied embedding's output side)
 static void classifier_backward(const Head& t, const real* hf, real* dhf) {
     const GPT2Config& c = t.m->config;
     matmul_backward(dhf, t.m->grads.wte, nullptr, t.m->grads_acts.logits, hf, t.m->params.wte, t.m->B * t.m->T,
