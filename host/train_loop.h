@@ -261,6 +261,7 @@ static int train_main(int argc, char** argv) {
                    learning_rate_at(start_step, max_steps, o.lr, o.warmup, o.final_frac),
                    learning_rate_at(start_step, st.max_steps, o.lr, o.warmup, o.final_frac));
     }
+    if (o.out_dir && dist.rank == 0) rundir_start(&run, o.start_over);  // every check passed: the run starts
     FILE* logfile = o.out_dir && dist.rank == 0 ? open_main_log(run, resume_step) : nullptr;
 
     std::vector<std::pair<std::string, std::string>> rows;

@@ -123,6 +123,13 @@ expect_error "siamese ablation on pre-norm" "siamese layout only" $BIN "${DATA[@
 expect_error "-y 1 without -o" "needs -o" $BIN "${DATA[@]}" -y 1
 mkdir -p "$TMP/emptydir"
 expect_error "-y 1 with no checkpoint" "no complete checkpoint" $BIN "${DATA[@]}" "${TINY[@]}" -y 1 -o "$TMP/emptydir"
+# a run that refuses to start creates nothing: no directory, no .lock (they were created before the refusal)
+if [ -z "$(ls -A "$TMP/emptydir")" ]; then ok "... and leaves nothing in the directory (no .lock)"
+else bad "-y 1 with no checkpoint" "it left $(ls -A "$TMP/emptydir")"; fi
+expect_error "-y 1 on a missing -o" "no complete checkpoint" $BIN "${DATA[@]}" "${TINY[@]}" -y 1 -o "$TMP/missing/run"
+if [ ! -e "$TMP/missing" ]; then ok "... and creates no directory"; else bad "-y 1 on a missing -o" "it created $TMP/missing"; fi
+expect_error "a new -o with data that is refused" "no token shards match" $BIN -i "$TMP/none_*.bin" "${TINY[@]}" -o "$TMP/new/run"
+if [ ! -e "$TMP/new" ]; then ok "... creates no directory"; else bad "a refused run" "it created $(find "$TMP/new" | tr '\n' ' ')"; fi
 expect_error "-y 2" "take 0 or 1" $BIN "${DATA[@]}" -y 2
 expect_error "-f on the CPU" "CUDA trainer only" $BIN "${DATA[@]}" -f 1
 expect_error "-r on the CPU" "CUDA trainer only" $BIN "${DATA[@]}" -r 1
@@ -299,6 +306,11 @@ if grep -q "^--start-over: removed" "$TMP/over.out" && [ "$(ls "$TMP/fresh" | tr
     ok "--start-over removes the previous run's files first (no stale markers)"
 else bad "--start-over" "$(ls "$TMP/fresh" | tr '\n' ' ')"; fi
 expect_error "--start-over with -y 1" "contradict" $BIN "${RUN[@]}" -o "$TMP/fresh" --start-over -y 1
+# --start-over removes the previous run only once the new one starts: a new run that is refused keeps it
+expect_error "--start-over with data that is refused" "truncated" $BIN "${RUN[@]}" -i "$TMP/trunc.bin" -o "$TMP/fresh" --start-over
+if [ "$(ls "$TMP/fresh" | tr '\n' ' ')" = "DONE_00000002 main.log model_00000002.bin state_00000002.bin " ]; then
+    ok "... and the previous run's files are still there"
+else bad "a refused --start-over" "left $(ls -A "$TMP/fresh" | tr '\n' ' ')"; fi
 # two trainers on one -o: the second stops at once, the first finishes. The first prints its run table once it holds
 # the lock; it is stopped there (SIGSTOP), so the second meets a held lock however fast the machine (40 steps take
 # 0.1 s on an idle one: waiting a fixed time let the first finish before the second started)
