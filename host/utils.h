@@ -226,6 +226,16 @@ static FileSum file_checksum(const std::string& path) {
     return {(long long)sum.bytes, sum.digest()};
 }
 
+// a number as it was given: the shortest decimal that reads back as the same double (1.0000001, not %g's 1)
+static std::string shortest(double v) {
+    char s[32];
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(s, sizeof(s), "%.*g", digits, v);
+        if (strtod(s, nullptr) == v) break;
+    }
+    return s;
+}
+
 static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
