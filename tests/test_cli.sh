@@ -490,6 +490,31 @@ if $PLOT_PY -c "import matplotlib" 2> /dev/null; then
     $PLOT_PY tools/plot_runs.py "$TMP/emptydir" -o "$TMP/none.png" > /dev/null 2> "$TMP/plot.err"
     if [ $? -ne 0 ] && grep -q "^error: no main.log" "$TMP/plot.err"; then ok "tools/plot_runs.py: a directory without a log is one error"
     else bad "tools/plot_runs.py without a log" "$(cat "$TMP/plot.err")"; fi
+    # what it cannot read or write is one error line each (they were tracebacks), and leaves no file behind
+    mkdir -p "$TMP/plots" "$TMP/binary" "$TMP/unreadable"
+    $PY -c "import sys; sys.stdout.buffer.write(bytes(range(256)) * 8)" > "$TMP/binary/main.log"
+    cp "$TMP/a/main.log" "$TMP/unreadable/main.log" && chmod 000 "$TMP/unreadable/main.log"
+    # unreadable: tests run as root, whom no file mode stops, so the tool runs as nobody there (setpriv); the
+    # folders on the way are opened for it to pass (not to list), so that the log itself is what it cannot read
+    nobody=()
+    [ "$(id -u)" = 0 ] && nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups) && chmod 711 "$TMP"
+    expect_error "tools/plot_runs.py: a binary file as the log" "is not a main.log \(not text\)" \
+        $PLOT_PY tools/plot_runs.py "$TMP/binary" -o "$TMP/plots/runs.png"
+    expect_error "tools/plot_runs.py: an unreadable log" "cannot read .*Permission denied" \
+        "${nobody[@]}" $PLOT_PY tools/plot_runs.py "$TMP/unreadable" -o "$TMP/plots/runs.png"
+    chmod 700 "$TMP"
+    expect_error "tools/plot_runs.py: -o in a missing directory" "there is no directory" \
+        $PLOT_PY tools/plot_runs.py "$TMP/a" -o "$TMP/nodir/runs.png"
+    expect_error "tools/plot_runs.py: -o naming a directory" "is a directory" \
+        $PLOT_PY tools/plot_runs.py "$TMP/a" -o "$TMP/plots"
+    expect_error "tools/plot_runs.py: an unknown image suffix" "unknown image suffix '.xyz' .*png" \
+        $PLOT_PY tools/plot_runs.py "$TMP/a" -o "$TMP/plots/runs.xyz"
+    expect_error "tools/plot_runs.py: a file-size limit (ulimit -f 16 KiB)" "cannot write .*File too large" \
+        bash -c "ulimit -f 16; exec $PLOT_PY tools/plot_runs.py '$TMP/a' -o '$TMP/plots/runs.png'"
+    expect_error "tools/plot_runs.py: a usage error" "argument --smooth: invalid int value" \
+        $PLOT_PY tools/plot_runs.py "$TMP/a" -o "$TMP/plots/runs.png" --smooth many
+    if [ -z "$(ls -A "$TMP/plots")" ] && [ ! -e "$TMP/nodir" ] && [ ! -e "$TMP/plots.png" ]; then ok "... and none of them wrote a file"
+    else bad "tools/plot_runs.py's errors" "they left $(ls -A "$TMP/plots" | tr '\n' ' ')"; fi
 else bad "tools/plot_runs.py" "no matplotlib for $PLOT_PY (make test installs python3-matplotlib)"; fi
 
 # ---- the addition task's answer accuracy is reported
