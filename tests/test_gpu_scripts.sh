@@ -46,7 +46,20 @@ check "the prepared shards are the data's" cmp data/kjv/kjv_train.bin "$PREP/kjv
 check "MANIFEST.sha256 checks every prepared file" bash -c "cd '$PREP' && sha256sum --quiet -c MANIFEST.sha256 && [ \$(wc -l < MANIFEST.sha256) -eq \$(find . -type f ! -name MANIFEST.sha256 | wc -l) ]"
 check "the prepared folder is well under 64 MiB" test "$(du -sb "$PREP" | cut -f1)" -lt $((32 << 20))
 check "gpu-prep leaves no temporary folder" bash -c "! ls -d '$PREP'.tmp.* 2> /dev/null"
-check ".gpu/ is ignored by git (it travels only when carried)" git check-ignore -q .gpu/kjv/kjv_train.bin
+# git as it sees this tree; in a tree without its repository (a tarball), as a fresh clone's would (.gitignore)
+tree_git() {
+    if git rev-parse --git-dir > /dev/null 2>&1; then git "$@"; return; fi
+    [ -d "$W/bare.git" ] || git init -q --bare "$W/bare.git"
+    git --git-dir="$W/bare.git" --work-tree=. "$@"
+}
+check ".gpu/ is ignored by git (it travels only when carried)" tree_git check-ignore -q .gpu/kjv/kjv_train.bin
+# a tree without its repository (git archive, as a tarball is): SOURCES.sha256 still lists every file (it was empty)
+mkdir "$W/tree" && tree_git ls-files -z --cached --others --exclude-standard | xargs -0 -r sh -c \
+    'for f; do [ -f "$f" ] && printf "%s\0" "$f"; done' _ | xargs -0 -r cp --parents -t "$W/tree"
+mkdir -p "$W/tree/data/kjv" && cp data/kjv/kjv_*.bin "$W/tree/data/kjv/"
+check "gpu-prep in a tree without git's repository lists its files" bash -c "cd '$W/tree' && bash tests/gpu_prep.sh \
+    '$W/tree_prep' > /dev/null && [ \$(wc -l < '$W/tree_prep/SOURCES.sha256') -eq \$(cd '$W/tree' && find . -type f ! -path './data/kjv/*' | wc -l) ] &&
+    grep -q '^no git repository' '$W/tree_prep/SOURCE'"
 
 # --- no GPU here: the check and the bench stop within 30 seconds, say so, and print no passing table
 run "$W/nogpu.txt" env GPU_PREP="$PREP" OUT="$W/out" bash tests/gpu_check.sh
