@@ -141,6 +141,11 @@ printf 's:0 trl:5.500000 norm:1.2000 lr:1.000e-03 ms:10.0\n' > "$W/d.log"
 check "compare_logs: equal within the bound, the timings aside" python3 tools/compare_logs.py "$W/a.log" "$W/b.log" 1e-5
 check "compare_logs: a loss 2% off fails 1e-5" bash -c "! python3 tools/compare_logs.py '$W/a.log' '$W/c.log' 1e-5"
 check "compare_logs: a missing line fails" bash -c "! python3 tools/compare_logs.py '$W/a.log' '$W/d.log' 1e-5"
+printf 's:0 trl:abc norm:1.2000 lr:1.000e-03 ms:10.0\ns:1 tel:5.400000\n' > "$W/e.log" && head -c 300 /bin/sh > "$W/f.log"
+for bad in "$W/absent.log $W/a.log 1e-5" "$W/f.log $W/a.log 1e-5" "$W/a.log $W/e.log 1e-5" "$W/a.log $W/b.log x" "$W/a.log"; do
+    check "compare_logs $(basename -a $bad | tr '\n' ' '): one error line, exit 2 (it was a traceback)" bash -c \
+        "python3 tools/compare_logs.py $bad 2> '$W/cl.err'; [ \$? = 2 ] && [ \$(wc -l < '$W/cl.err') = 1 ] && grep -q '^error: ' '$W/cl.err'"
+done
 
 # --- the PyTorch peer computes our model: its loss of ./reference_cpu's checkpoints equals the trainer's val loss
 run_peer() {  # LAYOUT [FLAGS...]
@@ -160,6 +165,8 @@ if "$TORCH_PY" -c "import torch" 2> /dev/null; then
     check "bench_torch.py --check: post's loss within 1e-5 of reference_cpu's" run_peer post
     check "bench_torch.py --check: siamese's loss within 1e-5 of reference_cpu's" run_peer siamese
     check "bench_torch.py --check: siamese with both ablations" run_peer siamese --no-depth-scale --no-ln-in
+    check "bench_torch.py without --check or --bench: one error line, exit 1 (argparse printed its usage too)" bash -c \
+        "'$TORCH_PY' tests/bench_torch.py 2> '$W/bt.err'; [ \$? = 1 ] && [ \$(wc -l < '$W/bt.err') = 1 ] && grep -q '^error: give --check' '$W/bt.err'"
     check "bench_torch.py --bench runs a step loop and prints its row" bash -c \
         "'$TORCH_PY' tests/bench_torch.py --bench --device cpu --sizes 2x64x2:2 --layouts siamese -t 16 --steps 6 |
          grep -qE '^TORCH size=2x64x2 layout=siamese B=2 T=16 ms=[0-9.]+ tok_s=[0-9]+'"
