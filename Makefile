@@ -233,12 +233,13 @@ test:
 bench-cpu: reference_cpu
 	bash tests/bench_cpu.sh
 
-# GPU speed for d12..d48 and each layout beside the PyTorch peer, one table (tests/bench_gpu.sh; needs a GPU)
+# GPU speed for d12..d48 and each layout beside the PyTorch peer, one table (tests/bench_gpu.sh; needs a GPU; on a
+# lent GPU, tests/gpu_check.sh runs it at d12 and d48 as its last stage)
 bench-gpu:
 	bash tests/bench_gpu.sh
 
 # What a lent GPU machine needs beyond the working tree, in one git-ignored folder to carry with the device call
-# (tests/gpu_prep.sh; docs/cuda.md): then `bash tests/gpu_check.sh` and `bash tests/bench_gpu.sh` run there.
+# (tests/gpu_prep.sh; docs/cuda.md): then the one call, `bash tests/gpu_check.sh` (its bench included), runs there.
 GPU_PREP ?= .gpu
 gpu-prep: data/kjv/kjv_train.bin
 	@bash .ci/deps gpu-prep

@@ -29,14 +29,18 @@ in an order that changes from run to run.
 
 Everything runs on the default stream, as the trainer's kernels do. One workspace serves every graph (they run one at
 a time on that stream), grown to the largest graph's need when a graph is built. Failures: one error line and exit 1,
-naming the shape and cuDNN's own message.
+naming the shape and cuDNN's own message. A shape cuDNN refuses is remembered with its reason (so it is not built
+again), and cudnn_attention_refusal asks for that reason without ending the program (the tests do, so that one
+refused shape does not cost every later case).
 */
 #include "attention_cudnn.h"
 
 #include <chrono>
+#include <cstdarg>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -53,7 +57,10 @@ namespace {
 enum : int64_t { Q_UID = 1, K_UID, V_UID, O_UID, LSE_UID, DOUT_UID, DQ_UID, DK_UID, DV_UID };
 
 typedef std::tuple<int, int, int, int> Shape;  // B, T, NH, hs
-typedef std::map<Shape, std::shared_ptr<fe::graph::Graph>> GraphCache;
+struct GraphCache {
+    std::map<Shape, std::shared_ptr<fe::graph::Graph>> graphs;  // built
+    std::map<Shape, std::string> refused;                       // not built, and why (the error line's text)
+};
 
 struct {
     cudnnHandle_t handle;
@@ -83,27 +90,41 @@ void handle_init(void) {
              cudnnGetVersion());
 }
 
-// one step of building a graph; unsupported: the shape is not one that cuDNN (this version, this GPU) can run
-void build_step(const fe::error_object& e, const char* direction, const char* step, const Shape& s,
-                bool unsupported) {
-    if (e.is_good()) return;
-    if (unsupported)
-        fail("cuDNN's fused attention does not support this %s pass (%s; cuDNN %zu): %s: %s", direction,
-             shape_text(s), cudnnGetVersion(), step, e.err_msg.c_str());
-    fail("cuDNN could not build the attention's %s graph (%s; cuDNN %zu): %s: %s", direction, shape_text(s),
-         cudnnGetVersion(), step, e.err_msg.c_str());
+std::string text(const char* format, ...) __attribute__((format(printf, 1, 2)));
+std::string text(const char* format, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, format);
+    vsnprintf(buf, sizeof(buf), format, ap);
+    va_end(ap);
+    return buf;
 }
 
-// validate, plan and build graph g (of shape s), count it, grow the workspace to its need
-void build(fe::graph::Graph& g, const char* direction, const Shape& s) {
+// one step of building a graph: "" if it went well, else what the error line says; unsupported: the shape is not one
+// that cuDNN (this version, this GPU) can run
+std::string build_step(const fe::error_object& e, const char* direction, const char* step, const Shape& s,
+                       bool unsupported) {
+    if (e.is_good()) return "";
+    if (unsupported)
+        return text("cuDNN's fused attention does not support this %s pass (%s; cuDNN %zu): %s: %s", direction,
+                    shape_text(s), cudnnGetVersion(), step, e.err_msg.c_str());
+    return text("cuDNN could not build the attention's %s graph (%s; cuDNN %zu): %s: %s", direction, shape_text(s),
+                cudnnGetVersion(), step, e.err_msg.c_str());
+}
+
+// validate, plan and build graph g (of shape s), count it, grow the workspace to its need: "" or why not
+std::string build(fe::graph::Graph& g, const char* direction, const Shape& s) {
     auto t0 = std::chrono::steady_clock::now();
-    build_step(g.validate(), direction, "validate", s, true);
-    build_step(g.build_operation_graph(cudnn.handle), direction, "build_operation_graph", s, false);
-    build_step(g.create_execution_plans({fe::HeurMode_t::A}), direction, "create_execution_plans", s, true);
-    build_step(g.check_support(cudnn.handle), direction, "check_support", s, true);
-    build_step(g.build_plans(cudnn.handle), direction, "build_plans", s, false);
+    std::string why = build_step(g.validate(), direction, "validate", s, true);
+    if (why.empty()) why = build_step(g.build_operation_graph(cudnn.handle), direction, "build_operation_graph", s, false);
+    if (why.empty())
+        why = build_step(g.create_execution_plans({fe::HeurMode_t::A}), direction, "create_execution_plans", s, true);
+    if (why.empty()) why = build_step(g.check_support(cudnn.handle), direction, "check_support", s, true);
+    if (why.empty()) why = build_step(g.build_plans(cudnn.handle), direction, "build_plans", s, false);
     int64_t need = 0;
-    build_step(g.get_workspace_size(need), direction, "get_workspace_size", s, false);
+    if (why.empty()) why = build_step(g.get_workspace_size(need), direction, "get_workspace_size", s, false);
+    cudnn.build_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!why.empty()) return why;
     if (need > cudnn.workspace_bytes) {
         if (cudnn.workspace) cuda_check(cudaFree(cudnn.workspace), "freeing the workspace");
         cudaError_t err = cudaMalloc(&cudnn.workspace, (size_t)need);
@@ -114,7 +135,7 @@ void build(fe::graph::Graph& g, const char* direction, const Shape& s) {
         cudnn.workspace_bytes = need;
     }
     cudnn.graphs++;
-    cudnn.build_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return "";
 }
 
 // a graph whose global types are bf16 in and out, float32 inside
@@ -151,19 +172,30 @@ std::shared_ptr<fe::graph::Tensor_attributes> head_tensor(fe::graph::Graph& g, c
                         .set_stride(head_view_strides(s, row)));
 }
 
-// the graph of shape s from `cache`, or a new one: describe(graph, C) adds its tensors and node, then it is built
+// the graph of shape s from `cache`, or a new one: describe(graph, C) adds its tensors and node, then it is built.
+// Null where cuDNN refuses the shape (now or before), with *why saying why.
 template <typename Describe>
-fe::graph::Graph& cached_graph(GraphCache& cache, const Shape& s, const char* direction, Describe describe) {
-    auto it = cache.find(s);
-    if (it != cache.end()) return *it->second;
+fe::graph::Graph* cached_graph(GraphCache& cache, const Shape& s, const char* direction, Describe describe,
+                               std::string* why) {
+    auto it = cache.graphs.find(s);
+    if (it != cache.graphs.end()) return it->second.get();
+    auto refused = cache.refused.find(s);
+    if (refused != cache.refused.end()) {
+        *why = refused->second;
+        return nullptr;
+    }
     auto g = new_graph();
     describe(*g, (int64_t)std::get<2>(s) * std::get<3>(s));
-    build(*g, direction, s);
-    return *(cache[s] = g);
+    *why = build(*g, direction, s);
+    if (!why->empty()) {
+        cache.refused[s] = *why;
+        return nullptr;
+    }
+    return (cache.graphs[s] = g).get();
 }
 
 // the forward graph of shape s: out and lse from q, k, v
-fe::graph::Graph& forward_graph(const Shape& s) {
+fe::graph::Graph* forward_graph(const Shape& s, std::string* why) {
     return cached_graph(cudnn.forward, s, "forward", [&](fe::graph::Graph& g, int64_t C) {
         auto q = head_tensor(g, "q", Q_UID, s, 3 * C), k = head_tensor(g, "k", K_UID, s, 3 * C),
              v = head_tensor(g, "v", V_UID, s, 3 * C);
@@ -176,11 +208,11 @@ fe::graph::Graph& forward_graph(const Shape& s) {
         out->set_output(true).set_uid(O_UID).set_dim(head_dims(s)).set_stride(head_view_strides(s, C));
         lse->set_output(true).set_uid(LSE_UID).set_data_type(fe::DataType_t::FLOAT).set_dim(lse_dims(s))
             .set_stride(lse_strides(s));
-    });
+    }, why);
 }
 
 // the backward graph of shape s: dq, dk, dv from q, k, v, out, dout, lse
-fe::graph::Graph& backward_graph(const Shape& s) {
+fe::graph::Graph* backward_graph(const Shape& s, std::string* why) {
     return cached_graph(cudnn.backward, s, "backward", [&](fe::graph::Graph& g, int64_t C) {
         auto q = head_tensor(g, "q", Q_UID, s, 3 * C), k = head_tensor(g, "k", K_UID, s, 3 * C),
              v = head_tensor(g, "v", V_UID, s, 3 * C), out = head_tensor(g, "out", O_UID, s, C),
@@ -200,7 +232,19 @@ fe::graph::Graph& backward_graph(const Shape& s) {
         dq->set_output(true).set_uid(DQ_UID).set_dim(head_dims(s)).set_stride(head_view_strides(s, 3 * C));
         dk->set_output(true).set_uid(DK_UID).set_dim(head_dims(s)).set_stride(head_view_strides(s, 3 * C));
         dv->set_output(true).set_uid(DV_UID).set_dim(head_dims(s)).set_stride(head_view_strides(s, 3 * C));
-    });
+    }, why);
+}
+
+// a pass's graph, or the program ends with why cuDNN refused its shape
+fe::graph::Graph& graph_or_fail(fe::graph::Graph* g, const std::string& why) {
+    if (!g) fail("%s", why.c_str());
+    return *g;
+}
+
+// "" if the head size is one cuDNN takes (a multiple of 8, its rule for every version), else the error line's text
+std::string head_size_refusal(int hs) {
+    if (hs % 8 == 0) return "";
+    return text("the cuDNN attention needs a head size that is a multiple of 8, but channels / heads is %d", hs);
 }
 
 void execute(fe::graph::Graph& g, std::unordered_map<int64_t, void*>& pointers, const char* direction,
@@ -217,8 +261,17 @@ void execute(fe::graph::Graph& g, std::unordered_map<int64_t, void*>& pointers, 
 }  // namespace
 
 void cudnn_attention_check_head_size(int hs) {
-    if (hs % 8 != 0)
-        fail("the cuDNN attention needs a head size that is a multiple of 8, but channels / heads is %d", hs);
+    std::string why = head_size_refusal(hs);
+    if (!why.empty()) fail("%s", why.c_str());
+}
+
+std::string cudnn_attention_refusal(int B, int T, int NH, int hs, bool backward) {
+    std::string why = head_size_refusal(hs);
+    if (!why.empty()) return why;
+    handle_init();
+    Shape s(B, T, NH, hs);
+    if (forward_graph(s, &why) && backward) backward_graph(s, &why);
+    return why;
 }
 
 void cudnn_attention_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B, int T, int NH,
@@ -229,7 +282,8 @@ void cudnn_attention_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16
     size_t C = (size_t)NH * hs;
     std::unordered_map<int64_t, void*> pointers = {
         {Q_UID, (void*)qkv}, {K_UID, (void*)(qkv + C)}, {V_UID, (void*)(qkv + 2 * C)}, {O_UID, out}, {LSE_UID, lse}};
-    execute(forward_graph(s), pointers, "forward", s);
+    std::string why;
+    execute(graph_or_fail(forward_graph(s, &why), why), pointers, "forward", s);
 }
 
 void cudnn_attention_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
@@ -242,7 +296,8 @@ void cudnn_attention_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, co
         {Q_UID, (void*)qkv},        {K_UID, (void*)(qkv + C)},  {V_UID, (void*)(qkv + 2 * C)},
         {O_UID, (void*)out},        {DOUT_UID, (void*)dout},    {LSE_UID, (void*)lse},
         {DQ_UID, dqkv},             {DK_UID, dqkv + C},         {DV_UID, dqkv + 2 * C}};
-    execute(backward_graph(s), pointers, "backward", s);
+    std::string why;
+    execute(graph_or_fail(backward_graph(s, &why), why), pointers, "backward", s);
 }
 
 CudnnAttentionStats cudnn_attention_stats(void) {

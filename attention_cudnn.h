@@ -15,11 +15,18 @@ backward pass reads; lse is (B, NH, T) float32. Every pointer must be 16-byte al
 */
 #pragma once
 #include <cstddef>
+#include <string>
 #include <cuda_bf16.h>
 
 // One error line and exit 1 unless the head size is a multiple of 8 (cuDNN's rule for every version); what else a
 // shape needs (the largest head size, ...) cuDNN's support check says when the shape's graphs are built.
 void cudnn_attention_check_head_size(int hs);
+
+// Whether cuDNN takes the shape, without running anything: builds (and keeps, for the passes) its forward graph and,
+// with backward, its backward graph. "" where it does; else the text of the error line the pass would end the
+// program with (a head size not a multiple of 8, or cuDNN's own refusal, quoted), and the program goes on.
+// tests/test_gpu.cu asks first, so that a shape cuDNN refuses is recorded and every later case still runs.
+std::string cudnn_attention_refusal(int B, int T, int NH, int hs, bool backward);
 
 // out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C), C = NH hs
 void cudnn_attention_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B, int T, int NH, int hs);

@@ -52,7 +52,9 @@ static const int FLOATX_IS_FLOAT = sizeof(floatX) == sizeof(float);
 
 // bf16: the products that end in a bias or a GELU go to cuBLASLt, which adds the bias and applies the GELU (and in
 // the backward pass its derivative) in the product's epilogue, instead of a separate pass over the result.
-// -DNO_CUBLASLT keeps the separate kernels; the fp32 build always does.
+// -DNO_CUBLASLT keeps the separate kernels; the fp32 build always does. At run time the environment variable
+// TRAIN_GPT2_EPILOGUES=0 keeps them too (every program built from train_gpt2.cu: the trainer, the tests, the tools),
+// and a product for which cuBLASLt has no usable algorithm takes them by itself (train_gpt2.cu's gemm_epilogue).
 #if !defined(ENABLE_FP32) && !defined(NO_CUBLASLT)
 #define USE_CUBLASLT 1
 #include <cublasLt.h>
@@ -104,7 +106,10 @@ static struct {
     cublasLtHandle_t cublaslt;
     void* lt_workspace;
     size_t lt_workspace_bytes;
-    bool no_epilogues;            // take the separate kernels anyway (tools/profile_gpu --epilogues 0 compares)
+    bool no_epilogues;            // take the separate kernels anyway: TRAIN_GPT2_EPILOGUES=0 (gpu_init), or
+                                  // tools/profile_gpu --epilogues 0, which compares
+    long long lt_products;        // products that ran with an epilogue on cuBLASLt, and those that fell back to the
+    long long lt_fallbacks;       // plain product and kernels because cuBLASLt had no usable algorithm (the tests)
 #endif
     float* partials;              // scratch for the first stage of the reductions (see reduce_partials)
     size_t partials_floats;
@@ -142,12 +147,25 @@ static double device_peak_flops(const char* name, int tf32) {
     return tf32 ? tf : fp32;
 }
 
+// TRAIN_GPT2_EPILOGUES: 1 (or unset) lets the bf16 build fuse the bias and GELU into cuBLASLt's products, 0 keeps
+// the plain products and the separate bias and GELU kernels (the same function: what to try first if a product's
+// epilogue is suspected on a new GPU or cuBLAS). Any other value is one error line. The fp32 build has no epilogues.
+static bool epilogues_from_environment(void) {
+    const char* e = getenv("TRAIN_GPT2_EPILOGUES");
+    if (!e) return true;
+    if (strcmp(e, "0") && strcmp(e, "1"))
+        fail("TRAIN_GPT2_EPILOGUES must be 0 (cuBLASLt's bias and GELU epilogues off: plain products and separate "
+             "kernels) or 1 (on, the default), got '%s'", e);
+    return !strcmp(e, "1");
+}
+
 // a kernel that does nothing: whether this build has code the device can run (cudaFuncGetAttributes of it)
 __global__ void gpu_code_probe_kernel() {}
 
 // Picks the device (0, or a rank's under mpirun) and sets up cuBLAS. Without a usable GPU: one line, exit 1.
 static void gpu_init(int tf32, int device = 0) {
     if (!gpu.ready) {
+        bool epilogues = epilogues_from_environment();  // a bad value fails first, in every build
         int count = 0;
         cudaError_t err = cudaGetDeviceCount(&count);
         if (err != cudaSuccess || count == 0)
@@ -177,6 +195,9 @@ static void gpu_init(int tf32, int device = 0) {
         cublasCheck(cublasLtCreate(&gpu.cublaslt));
         gpu.lt_workspace_bytes = 32 << 20;  // as llm.c: enough for the fastest algorithms on Hopper
         cudaCheck(cudaMalloc(&gpu.lt_workspace, gpu.lt_workspace_bytes));
+        gpu.no_epilogues = !epilogues;
+#else
+        (void)epilogues;
 #endif
         gpu.ready = 1;
     }

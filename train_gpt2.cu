@@ -272,11 +272,29 @@ static void gemm_batched(cublasOperation_t opa, cublasOperation_t opb, int m, in
 //   EPILOGUE_BIAS           D = product + bias(row)
 //   EPILOGUE_GELU_AUX_BIAS  aux = product + bias(row), the GELU's input, kept; D = gelu(aux) (tanh form)
 //   EPILOGUE_DGELU          D = product * gelu'(aux)
-// aux, when given, has D's shape (m, n) and leading dimension m. Returns false, having done nothing, where cuBLASLt
-// is not used (fp32, -DNO_CUBLASLT) or a matrix or vector does not start 16-byte aligned (its epilogues load 16
-// bytes at a time; every GPT-2 shape is aligned): the caller then runs the product and a separate kernel.
+// aux, when given, has D's shape (m, n) and leading dimension m. Returns false, having done nothing, where the caller
+// must run the plain product and a separate kernel instead: cuBLASLt is not used (fp32, -DNO_CUBLASLT), or switched
+// off (TRAIN_GPT2_EPILOGUES=0), a matrix or vector does not start 16-byte aligned (its epilogues load 16 bytes at a
+// time; every GPT-2 shape is aligned), or cuBLASLt has no usable algorithm for the product: its heuristic fails with
+// any status, finds none, or the one it finds fails to run. That last case is said once per epilogue on stderr (a
+// missing cuBLASLt kernel costs speed, never the run); the plain path computes the same function.
 enum Epilogue { EPILOGUE_BIAS, EPILOGUE_GELU_AUX_BIAS, EPILOGUE_DGELU };
 #if USE_CUBLASLT
+static const char* const EPILOGUE_NAMES[] = {"BIAS", "GELU_AUX_BIAS", "DGELU"};
+
+// the one warning a run gives per epilogue whose product took the plain path because cuBLASLt had no usable
+// algorithm (why: what cuBLASLt said)
+static void warn_epilogue_fallback(Epilogue epilogue, int m, int n, int k, const char* why) {
+    static bool said[3];
+    gpu.lt_fallbacks++;
+    if (said[epilogue]) return;
+    said[epilogue] = true;
+    fprintf(stderr, "warning: cuBLASLt has no usable algorithm for the %s epilogue of a (%d x %d x %d) product (%s): "
+            "that product runs as a plain cuBLAS product and the separate bias/GELU kernels, the same function, "
+            "slower (said once per epilogue; TRAIN_GPT2_EPILOGUES=0 turns the epilogues off)\n",
+            EPILOGUE_NAMES[epilogue], m, n, k, why);
+}
+
 // the largest power of two up to 256 that divides the address (0: null)
 static uint32_t alignment_of(const void* p) {
     uint32_t a = 256;
@@ -326,19 +344,36 @@ static bool gemm_epilogue(cublasOperation_t opa, cublasOperation_t opb, int m, i
                                                      sizeof(align_d)));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
                                                      sizeof(align_d)));
-    // no algorithm for this combination (the heuristic says CUBLAS_STATUS_NOT_SUPPORTED or finds none): the caller
-    // takes the plain product and the separate kernel instead
+    // No usable algorithm (whatever status the heuristic returns, none found, or the one found fails to launch):
+    // the caller takes the plain product and the separate kernel instead. D is written whole by either path (beta
+    // 0), so a failed attempt leaves nothing behind; a launch error it left is cleared (ours are checked at each
+    // launch, so a pending one here is cuBLASLt's).
     cublasLtMatmulHeuristicResult_t heuristic;
     int found = 0;
     cublasStatus_t status =
         cublasLtMatmulAlgoGetHeuristic(gpu.cublaslt, desc, la, lb, ld, ld, pref, 1, &heuristic, &found);
-    bool usable = status == CUBLAS_STATUS_SUCCESS && found > 0 && heuristic.state == CUBLAS_STATUS_SUCCESS;
-    if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED) cublasCheck(status);
-    if (usable) {
+    char why[200] = "";  // empty: the product ran with its epilogue
+    if (status != CUBLAS_STATUS_SUCCESS) {
+        snprintf(why, sizeof(why), "cublasLtMatmulAlgoGetHeuristic returned %s, status %d",
+                 cublasGetStatusString(status), (int)status);
+    } else if (found < 1) {
+        snprintf(why, sizeof(why), "cublasLtMatmulAlgoGetHeuristic found no algorithm");
+    } else if (heuristic.state != CUBLAS_STATUS_SUCCESS) {
+        snprintf(why, sizeof(why), "the algorithm cublasLtMatmulAlgoGetHeuristic found has state %s, status %d",
+                 cublasGetStatusString(heuristic.state), (int)heuristic.state);
+    } else {
         float alpha = 1.0f, beta = 0.0f;
-        cublasCheck(cublasLtMatmul(gpu.cublaslt, desc, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &heuristic.algo,
-                                   gpu.lt_workspace, gpu.lt_workspace_bytes, 0));
+        status = cublasLtMatmul(gpu.cublaslt, desc, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &heuristic.algo,
+                                gpu.lt_workspace, gpu.lt_workspace_bytes, 0);
+        if (status != CUBLAS_STATUS_SUCCESS) {
+            cudaGetLastError();
+            snprintf(why, sizeof(why), "cublasLtMatmul returned %s, status %d", cublasGetStatusString(status),
+                     (int)status);
+        }
     }
+    bool usable = !why[0];
+    if (usable) gpu.lt_products++;
+    else warn_epilogue_fallback(epilogue, m, n, k, why);
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
     cublasCheck(cublasLtMatrixLayoutDestroy(la));
     cublasCheck(cublasLtMatrixLayoutDestroy(lb));
@@ -747,6 +782,10 @@ __global__ void gelu_backward_kernel(floatX* dinp, const floatX* inp, const floa
 // classifier: softmax over the real vocabulary V (the padded logits V..Vp-1 get probability 0), cross-entropy
 // loss = -log p[target], and with dloss != 0 the gradient dlogits = (p - onehot(target)) * dloss written over the
 // logits in place (0 for the padded ones), like llm.c's fused classifier. With dloss = 0 the logits stay.
+// Both come from the log-sum-exp, lse = max + log sum_j exp(l_j - max), never from p itself:
+//   loss = lse - l_target = (max - l_target) + log sum_j exp(l_j - max),   p_j = exp((l_j - max) - log sum).
+// -log p would be -log 0 = inf once p[target] underflows (below 2^-149 = e^-103.3, float32's smallest number): a
+// divergence that did not happen.
 
 // block per row (b, t); thread k owns the packs of ROW_PACK neighbouring logits (16 bytes: one load or store) that
 // start at k ROW_PACK, + blockDim.x ROW_PACK, ... (logit by logit if Vp is not a multiple of ROW_PACK)
@@ -754,6 +793,8 @@ __global__ void classifier_kernel(floatX* logits, float* losses, const int* targ
     floatX* l = logits + (size_t)blockIdx.x * Vp;
     bool packed = Vp % ROW_PACK == 0;
     int stride = blockDim.x * ROW_PACK;
+    int target = targets[blockIdx.x];
+    float target_logit = (float)l[target];  // read before the barriers of the reductions: then it is overwritten
     // each thread's running max and sum of exp(l - max) over its logits (the sum rescaled when the max grows),
     // then the block's
     float maxv = -INFINITY, sum = 0.0f;
@@ -768,18 +809,14 @@ __global__ void classifier_kernel(floatX* logits, float* losses, const int* targ
     float block_maxv = block_max(maxv);
     float s[1] = {maxv == -INFINITY ? 0.0f : sum * expf(maxv - block_maxv)};
     block_sum(s);
-    float total = s[0];
-    int target = targets[blockIdx.x];
-    if (dloss == 0.0f) {
-        if (threadIdx.x == 0) losses[blockIdx.x] = -logf(expf((float)l[target] - block_maxv) / total);
-        return;
-    }
+    float log_sum = logf(s[0]);  // lse = block_maxv + log_sum; the sum is at least 1 (the largest logit's term)
+    if (threadIdx.x == 0) losses[blockIdx.x] = (block_maxv - target_logit) + log_sum;
+    if (dloss == 0.0f) return;
     for (int i0 = threadIdx.x * ROW_PACK; i0 < Vp; i0 += stride) {  // each logit read, then overwritten, by its owner
         float v[ROW_PACK];
         load_pack(v, l, i0, V, packed, -INFINITY);  // padded: probability 0, gradient 0
         for (int k = 0; k < ROW_PACK; k++) {
-            float p = expf(v[k] - block_maxv) / total;
-            if (i0 + k == target) losses[blockIdx.x] = -logf(p);
+            float p = expf((v[k] - block_maxv) - log_sum);
             v[k] = (p - (i0 + k == target ? 1.0f : 0.0f)) * dloss;
         }
         store_pack(l, v, i0, Vp, packed);
@@ -1846,6 +1883,12 @@ static void train_describe(GPT2* m, const TrainOptions& o, std::vector<std::pair
                                   : o.tf32        ? "float32, TF32 tensor-core matmuls (-f 1)"
                                                   : "float32"});
     rows->push_back({"attention", ATTENTION_NAMES[m->attention]});
+#if USE_CUBLASLT
+    rows->push_back({"bias and GELU", gpu.no_epilogues ? "separate kernels (TRAIN_GPT2_EPILOGUES=0)"
+                                                       : "cuBLASLt epilogues (off: TRAIN_GPT2_EPILOGUES=0)"});
+#else
+    rows->push_back({"bias and GELU", "separate kernels (no cuBLASLt in this build)"});
+#endif
     if (gpu.peak_flops > 0) {
         snprintf(line, sizeof(line), "%.1f TFLOP/s (datasheet, dense); %.3g GFLOP a token", gpu.peak_flops / 1e12,
                  flops_per_token(m, m->seq_len) / 1e9);

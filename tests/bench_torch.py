@@ -9,10 +9,13 @@ same GPU at the same shapes.
         one line per size and layout: TORCH size=d12 layout=pre B=16 T=1024 ms=... tok_s=... gib=... compile_s=...
         (the median ms of the steps after the first five, as tests/bench_gpu.sh takes the trainer's; compile_s is
         the first step's time, which pays for torch.compile; a size may also be LxCxNH, e.g. 2x64x2)
-    python3 tests/bench_torch.py --check CKPT --shard FILE -b B -t T [-m M] [--dtype fp32|bf16] [--device D]
-        the mean loss of our checkpoint CKPT over the first M (B, T) batches of a token shard, exactly as the
-        trainers' validation computes it: "loss X". tests/gpu_check.sh holds it against ./train_gpt2cu's "val loss"
-        on the same checkpoint, and tests/test_gpu_scripts.sh against ./reference_cpu's: both programs compute the
+    python3 tests/bench_torch.py --check CKPT [CKPT ...] --shard FILE -b B -t T [-m M] [--dtype fp32|bf16|fp32,bf16]
+                                 [--device D]
+        the mean loss of each checkpoint CKPT over the first M (B, T) batches of a token shard, exactly as the
+        trainers' validation computes it, in each dtype given: one line "loss X (dtype, device, ...) CKPT" each, in
+        one process (PyTorch starts once). A checkpoint that cannot be read gets a line "error: CKPT: why" and the
+        others go on (the exit status is then 1). tests/gpu_check.sh holds it against ./train_gpt2cu's "val loss" on
+        the same checkpoints, and tests/test_gpu_scripts.sh against ./reference_cpu's: both programs compute the
         same model. The checkpoint's tensor order comes from the program itself (./reference_cpu --print-tensors).
 
 The model is the one in the README: pre x = x + F(LN(x)); post x = LN(x + F(x)); siamese xh = LN_x(x),
@@ -140,10 +143,14 @@ class GPT(nn.Module):
 # ---------------------------------------------------------------------------------------------------------------
 # --check: our checkpoint in this model
 
+class CheckpointError(Exception):
+    pass
+
+
 def tensor_table(ckpt, program):
     out = subprocess.run([program, "-e", ckpt, "--print-tensors"], capture_output=True, text=True)
     if out.returncode != 0:
-        sys.exit("error: %s -e %s --print-tensors: %s" % (program, ckpt, out.stderr.strip()))
+        raise CheckpointError("%s -e %s --print-tensors: %s" % (program, ckpt, out.stderr.strip()))
     return json.loads(out.stdout)
 
 
@@ -190,23 +197,38 @@ def check(args):
     if device.type == "cuda":  # float32 means float32: no TF32 in the products
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-    model = load_checkpoint(args.check, args.program).to(device).eval()
+    dtypes = args.dtype.split(",")
+    if not dtypes or any(d not in ("fp32", "bf16") for d in dtypes):
+        sys.exit("error: --dtype takes fp32, bf16 or fp32,bf16, not '%s'" % args.dtype)
     tokens = read_shard(args.shard)
     B, T = args.b, args.t
     batches = min(args.m, len(tokens) // (B * T))
     if batches < 1 or len(tokens) < B * T + 1:
         sys.exit("error: '%s' holds fewer tokens than one batch needs" % args.shard)
-    total = 0.0
-    with torch.no_grad():
-        for i in range(batches):  # as the trainers' validation: consecutive batches from the shard's start
-            buf = torch.from_numpy(tokens[i * B * T: i * B * T + B * T + 1]).to(device)
-            inputs, targets = buf[:-1].view(B, T), buf[1:].view(B, T)
-            if args.dtype == "bf16":
-                with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
-                    total += model(inputs, targets).item()
-            else:
-                total += model(inputs, targets).item()
-    print("loss %.6f (%s, %s, %d batches of B=%d T=%d)" % (total / batches, args.dtype, device, batches, B, T))
+    failed = 0
+    for ckpt in args.check:
+        try:
+            model = load_checkpoint(ckpt, args.program).to(device).eval()
+        except CheckpointError as e:
+            print("error: %s: %s" % (ckpt, e), flush=True)
+            failed += 1
+            continue
+        for dtype in dtypes:
+            total = 0.0
+            with torch.no_grad():
+                for i in range(batches):  # as the trainers' validation: consecutive batches from the shard's start
+                    buf = torch.from_numpy(tokens[i * B * T: i * B * T + B * T + 1]).to(device)
+                    inputs, targets = buf[:-1].view(B, T), buf[1:].view(B, T)
+                    if dtype == "bf16":
+                        with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+                            total += model(inputs, targets).item()
+                    else:
+                        total += model(inputs, targets).item()
+            print("loss %.6f (%s, %s, %d batches of B=%d T=%d) %s" % (total / batches, dtype, device, batches, B, T,
+                                                                      ckpt), flush=True)
+        del model
+    if failed:
+        sys.exit(1)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -291,12 +313,12 @@ class Parser(argparse.ArgumentParser):
 
 def main():
     ap = Parser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--check", metavar="CKPT")
+    ap.add_argument("--check", metavar="CKPT", nargs="+")
     ap.add_argument("--shard")
     ap.add_argument("-b", type=int, default=8)
     ap.add_argument("-t", type=int, default=1024)
     ap.add_argument("-m", type=int, default=1)
-    ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--dtype", default="fp32", help="fp32, bf16, or fp32,bf16 (each checkpoint in both)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--program", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                                       "reference_cpu"))

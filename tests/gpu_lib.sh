@@ -1,19 +1,29 @@
 # What tests/gpu_check.sh and tests/bench_gpu.sh share (sourced, not run): the prepared folder, the CUDA toolkit,
 # the "is there a usable GPU" probe, steps under a time budget, and how a test program's log reads.
 #
-# A step is a command run under a timeout with its output in a log: `run_step NAME SECONDS CMD...` (or several
-# commands of one stage started with `start_step` and awaited with `wait_steps`, sharing the stage's seconds). Each
-# timeout is the smaller of the step's own and what is left before DEADLINE (seconds since the script started), so
-# the whole script can never outrun its budget; a step that no longer fits is not started and reads "not run
-# (time)". DRY_RUN=1 runs nothing: each step prints what it would run and its timeout, and BUDGET adds them up.
+# The budget. A script declares its stages in order with their nominal seconds (`plan NAME:SECONDS ...`; BUDGET is
+# their sum, which must fit the script's whole time, DEADLINE seconds after it started) and enters each with `stage
+# NAME`. A stage may run until DEADLINE minus the nominal seconds of every later stage: what an earlier stage left
+# unused passes on, and a slow stage is cut before it eats what a later, less important one was given. A step is
+# a command run under a timeout with its output in a log: `run_step NAME SECONDS CMD...` (or several side by side,
+# `start_step` and `wait_steps`); its timeout is the smaller of its own SECONDS and what is left of its stage, so
+# the script can never outrun its budget, and a step that no longer fits is not started and reads "not run (time)".
+# `start_background NAME SECONDS CMD...` is bound by DEADLINE only (a build beside the stages). After the last
+# stage, `stage_extra NAME` runs what is left to the end. DRY_RUN=1 runs nothing: each stage is taken to last its
+# nominal seconds, each step prints what it would run and its timeout, and `print_plan` prints the budget table.
+# The script sets T0 (its start, in $SECONDS) and DEADLINE (T0 + its whole time) before its first stage.
 
 PREP=${GPU_PREP:-.gpu}
 DRY_RUN=${DRY_RUN:-0}
-BUDGET=0               # the nominal seconds of every stage so far (the dry run prints it)
+BUDGET=0               # the nominal seconds of all stages (plan)
 declare -A STEP_RC     # NAME -> exit status (124 or 137: timed out; "-": not run)
 declare -A STEP_SECONDS
-declare -A STEP_PID STEP_START STEP_LOG_OF
+declare -A STEP_PID STEP_EPOCH STEP_LOG_OF
+declare -A STAGE_SECONDS STAGE_STEPS
 STEP_ORDER=()
+STAGE_ORDER=()
+STAGE="" STAGE_END=0   # the stage now running and when it must end (in $SECONDS)
+DRY_CLOCK=0            # DRY_RUN: where the stages would be, each taking its nominal seconds
 
 die() { echo "error: $*" >&2; exit 2; }
 
@@ -112,34 +122,93 @@ probe_gpu_in() {
     echo "GPU: $GPU_NAME"
 }
 
+# plan NAME:SECONDS ... : the stages in order and their nominal seconds
+plan() {
+    local item
+    for item in "$@"; do
+        STAGE_ORDER+=("${item%%:*}")
+        STAGE_SECONDS[${item%%:*}]=${item##*:}
+        BUDGET=$((BUDGET + ${item##*:}))
+    done
+}
+
+# the clock the budget is kept in: $SECONDS, or in a dry run where the stages would be if each took its nominal time
+now() { if [ "$DRY_RUN" = 1 ]; then echo $((T0 + DRY_CLOCK)); else echo "$SECONDS"; fi; }
+
+# stage NAME: the stage may run until DEADLINE minus what the later stages reserve
+stage() {
+    local name=$1 s later=0 seen=0
+    [ -n "${STAGE_SECONDS[$name]:-}" ] || die "internal: stage '$name' is not in the plan"
+    for s in "${STAGE_ORDER[@]}"; do
+        [ $seen = 1 ] && later=$((later + STAGE_SECONDS[$s]))
+        [ "$s" = "$name" ] && seen=1
+    done
+    dry_advance
+    STAGE=$name
+    STAGE_END=$((DEADLINE - later))
+}
+
+# stage_extra NAME: after the planned stages, until DEADLINE (what they left unused)
+stage_extra() {
+    dry_advance
+    STAGE=$1
+    STAGE_END=$DEADLINE
+}
+
+# a dry run's clock: the stage that ends took its nominal seconds
+dry_advance() {
+    if [ "$DRY_RUN" = 1 ] && [ -n "$STAGE" ] && [ -n "${STAGE_SECONDS[$STAGE]:-}" ]; then
+        DRY_CLOCK=$((DRY_CLOCK + STAGE_SECONDS[$STAGE]))
+    fi
+}
+
+# seconds left in the stage, and before the deadline
+stage_left() { echo $((STAGE_END - $(now))); }
+time_left() { echo $((DEADLINE - $(now))); }
+
 # run_step NAME SECONDS CMD... : one step in the foreground, its output in $RUNS/NAME.log
 run_step() {
     start_step "$@"
     wait_steps "$1"
 }
 
-# start_step NAME SECONDS CMD... : in the background (wait_steps NAME... collects them)
+# start_step NAME SECONDS CMD... : in the background (wait_steps NAME... collects them), within the stage
 start_step() {
     local name=$1 seconds=$2
     shift 2
+    launch_step "$name" "$seconds" "$STAGE_END" "$@"
+}
+
+# start_background NAME SECONDS CMD... : like start_step, bound by DEADLINE only (a build beside the stages)
+start_background() {
+    local name=$1 seconds=$2
+    shift 2
+    launch_step "$name" "$seconds" "$DEADLINE" "$@"
+}
+
+launch_step() {
+    local name=$1 seconds=$2 end=$3
+    shift 3
     STEP_ORDER+=("$name")
     STEP_LOG_OF[$name]="$RUNS/$name.log"
-    local left=$((DEADLINE - SECONDS))
+    local left=$((end - $(now)))
     [ "$seconds" -lt "$left" ] || seconds=$left
+    STAGE_STEPS[$STAGE]+="${STAGE_STEPS[$STAGE]:+, }$name ${seconds}"
     if [ "$DRY_RUN" = 1 ]; then
         echo "[dry run] $name: timeout ${seconds}s: $*"
         STEP_RC[$name]="-"
         STEP_SECONDS[$name]=0
         return
     fi
-    if [ "$seconds" -lt 5 ]; then
+    if [ "$seconds" -lt "${MIN_STEP_SECONDS:-5}" ]; then
         echo "--- $name: not run (the time budget is spent)"
         STEP_RC[$name]="-"
         STEP_SECONDS[$name]=0
         return
     fi
-    STEP_START[$name]=$SECONDS
-    timeout --kill-after=5 "$seconds" "$@" > "$RUNS/$name.log" 2>&1 &
+    # its seconds from its own end (wait_steps may collect a step that ran beside others long after it ended)
+    STEP_EPOCH[$name]=$(date +%s)
+    ( timeout --kill-after=5 "$seconds" "$@"; rc=$?; date +%s > "$RUNS/$name.end"; exit $rc ) > "$RUNS/$name.log" 2>&1 &
     STEP_PID[$name]=$!
 }
 
@@ -150,7 +219,7 @@ wait_steps() {
         wait "${STEP_PID[$name]}"
         rc=$?
         STEP_RC[$name]=$rc
-        STEP_SECONDS[$name]=$((SECONDS - STEP_START[$name]))
+        STEP_SECONDS[$name]=$(( $(cat "$RUNS/$name.end" 2> /dev/null || date +%s) - STEP_EPOCH[$name] ))
         unset "STEP_PID[$name]"
         local note=""
         if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then note=" (timed out)"; fi
@@ -158,8 +227,22 @@ wait_steps() {
     done
 }
 
-# stage SECONDS: the nominal length of the next stage, for the budget (several steps started in parallel count once)
-stage() { BUDGET=$((BUDGET + $1)); }
+# The budget table: each stage's nominal seconds, when it must end at the latest (in seconds from the start: the
+# deadline minus what the later stages reserve) and its steps with their timeouts in seconds (as this run, or the
+# dry run with each stage taking its nominal time, computed them); then what ran after the planned stages.
+print_plan() {
+    local s at=0
+    printf '  %-11s %7s %8s   %s\n' stage seconds "ends by" "steps (timeout s)"
+    for s in "${STAGE_ORDER[@]}"; do
+        at=$((at + STAGE_SECONDS[$s]))
+        printf '  %-11s %7s %7ss   %s\n' "$s" "${STAGE_SECONDS[$s]}" "$((DEADLINE - T0 - BUDGET + at))" \
+            "${STAGE_STEPS[$s]:--}"
+    done
+    for s in "${!STAGE_STEPS[@]}"; do
+        [ -n "${STAGE_SECONDS[$s]:-}" ] || printf '  %-11s %7s %8s   %s\n' "$s" "(left)" "" "${STAGE_STEPS[$s]}"
+    done
+    printf '  %-11s %7s            (the whole budget: %ss)\n' total "$BUDGET" "$((DEADLINE - T0))"
+}
 
 # A test program's log passed when it exited 0, skipped nothing and doctest counted at least one passing case: on a
 # machine with a GPU, "SKIPPED: no CUDA device" is a failure, not a pass. With FILTERED (a -tc filter), doctest

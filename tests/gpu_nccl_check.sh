@@ -9,11 +9,11 @@
 #
 #   bash tests/gpu_nccl_check.sh [KJV_DIR]     (default .gpu/kjv, else data/kjv)
 #
-# On a lent GPU it comes after tests/gpu_check.sh, in place of tests/bench_gpu.sh where the bench has run before
-# (the three calls, 540 + 330 + 300 s, exceed the 900 s of device time a task gets, and the check's and the bench's
-# budgets leave no room inside them): run(command="bash tests/gpu_nccl_check.sh", carry=[".gpu"], timeout_s=300). Its own budget: the
-# build where the binaries lack NCCL (make; 180 s at most), then the runs under one deadline of 120 s (a run of the
-# tiny model takes seconds). Its log is $OUT/nccl_check.log (OUT defaults to /tmp/gpu_check).
+# On a lent GPU it runs at the end of the one call, tests/gpu_check.sh, after its stages and bench, in the time they
+# left: there is no call of its own (a second call would usually find the machine cold). Its own limits: the build
+# where the binaries lack NCCL (make; 180 s at most), then the runs under one deadline of 120 s (a run of the tiny
+# model takes seconds), both within the timeout gpu_check gives it. Without MPI it says "skipped" in seconds. Its
+# log is $OUT/nccl_check.log (OUT defaults to /tmp/gpu_check).
 #
 # Uses ./train_gpt2cu and ./train_gpt2fp32cu as built (make builds them with MPI and NCCL where mpicxx and nccl.h
 # are found), building them if missing. Without a GPU, mpirun, an MPI build or NCCL it runs nothing and says why.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make gpu-prep`: writes the one folder (default .gpu/, git-ignored) that a lent GPU machine needs beyond the
-# working tree, so that tests/gpu_check.sh and tests/bench_gpu.sh run there with nothing else:
+# working tree, so that the one call, tests/gpu_check.sh (its bench, tests/bench_gpu.sh, included), runs there with
+# nothing else:
 #   kjv/       the KJV shards and tokenizer (data/prepare.py kjv; the machine has no bible-kjv package)
 #   doctest/   doctest.h (the GPU machine has no doctest)
 #   cudnn-frontend/  the cuDNN frontend's headers for the USE_CUDNN build (.ci/deps fetches them where nvcc is)
@@ -60,4 +61,4 @@ mv "$tmp" "$dest"
 trap - EXIT
 echo "wrote $dest/: $(awk -v b="$prep_bytes" 'BEGIN { printf "%.1f", b / 1048576 }') MiB (working tree" \
     "$(awk -v b="$tree_bytes" 'BEGIN { printf "%.1f", b / 1048576 }') MiB); $(head -n 1 "$dest/SOURCE")"
-echo "on the GPU machine: bash tests/gpu_check.sh (carry $dest), then bash tests/bench_gpu.sh (carry $dest)"
+echo "on the GPU machine, one call: run(command=\"bash tests/gpu_check.sh\", carry=[\"$dest\"], timeout_s=590)"

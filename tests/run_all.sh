@@ -61,6 +61,7 @@ run_suite gpu_scripts   bash tests/test_gpu_scripts.sh
 run_suite emulator      ./tests/test_emulator
 run_suite gpu_emulated  bash tests/test_gpu_emulated.sh
 [ -f tests/torch_check.py ] && run_suite torch $TORCH_PY tests/torch_check.py
+run_suite streams       env TORCH_PY="$TORCH_PY" bash tests/test_streams.sh
 run_suite commands      $PY tests/test_commands.py
 run_suite no_cuda       bash tests/test_no_cuda.sh
 if ! selected gpu; then :

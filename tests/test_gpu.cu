@@ -40,6 +40,7 @@
 #include <omp.h>
 #endif
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 // the CPU reference in its own namespace (cpu::GPT2, cpu::gpt2_forward, ...)
@@ -164,6 +165,33 @@ static std::vector<float> gpu_gradients(GPT2* g, const Problem& p) {
     return download(g->grads_memory, g->num_parameters);
 }
 
+#if HAVE_CUDNN_ATTENTION
+// The shapes cuDNN takes and those it refuses (cudnn_attention_refusal builds a shape's graphs without running them):
+// every cuDNN case asks before it runs a shape, and one that cuDNN refuses is recorded and left out, so that it does
+// not end the program and lose every later case; main lists them at the end (CUDNNREFUSED). A refused shape is not a
+// wrong result (the trainer stops on it with the same line); a run in which cuDNN took no shape at all fails.
+static std::set<std::string> cudnn_taken, cudnn_refused;
+static bool cudnn_takes(int B, int T, int NH, int hs, bool backward) {
+    char shape[128];
+    snprintf(shape, sizeof(shape), "B=%d T=%d NH=%d hs=%d %s", B, T, NH, hs, backward ? "forward+backward" : "forward");
+    std::string why = cudnn_attention_refusal(B, T, NH, hs, backward);
+    if (why.empty()) {
+        cudnn_taken.insert(shape);
+        return true;
+    }
+    if (cudnn_refused.insert(std::string(shape) + ": " + why).second) MESSAGE("CUDNNREFUSED " << shape << ": " << why);
+    return false;
+}
+#endif
+// whether the attention runs a shape: always, except one cuDNN refuses (recorded above)
+static bool attention_takes(int attention, int B, int T, int NH, int hs, bool backward) {
+#if HAVE_CUDNN_ATTENTION
+    if (attention == ATTENTION_CUDNN) return cudnn_takes(B, T, NH, hs, backward);
+#endif
+    (void)attention, (void)B, (void)T, (void)NH, (void)hs, (void)backward;
+    return true;
+}
+
 // One layout, one batch: logits, loss and every gradient tensor of the GPU against the CPU reference; then the
 // GPU's backward pass once more (bit-for-bit the same: no atomics), and a forward pass with a smaller batch than
 // the allocated one (what sampling does). A variant other than the default is also held against the default's
@@ -183,7 +211,8 @@ static void check_sequence_logits(cpu::GPT2* ref, GPT2* g, const int* inputs, in
 static void check_against_cpu(const Problem& p, double norm_bound, double max_bound,
                               Variant v = Variant{0, ATTENTION_MATERIALIZED}, double variant_bound = 0) {
     const GPT2Config& c = p.config;
-    int B = p.B, T = p.T, N = B * T, Vp = c.padded_vocab_size;
+    int B = p.B, T = p.T, N = B * T, Vp = c.padded_vocab_size, NH = c.num_heads, hs = c.channels / NH;
+    if (!attention_takes(v.attention, B, T, NH, hs, true)) return;  // recorded: the later cases go on
     cpu::GPT2 ref;
     init_cpu_model(&ref, c);
     GPT2 g;
@@ -252,7 +281,8 @@ static void check_against_cpu(const Problem& p, double norm_bound, double max_bo
     }
 
     // a smaller batch in the same allocation, as sampling runs it: the first row, T - 3 positions
-    check_sequence_logits(&ref, &g, p.inputs.data(), std::max(1, T - 3), norm_bound);
+    int n = std::max(1, T - 3);
+    if (attention_takes(v.attention, 1, n, NH, hs, false)) check_sequence_logits(&ref, &g, p.inputs.data(), n, norm_bound);
 
     gpt2_free(&g);
     cpu::gpt2_free(&ref);
@@ -529,9 +559,13 @@ TEST_CASE("cuDNN attention: pre, post and siamese match the CPU reference and th
     GPT2 g;
     load_gpu_model(&g, ref);
     g.attention = ATTENTION_CUDNN;
-    cpu::gpt2_forward(&ref, p.inputs.data(), nullptr, 1, p.T);  // both allocate for (1, 8)
-    gpt2_forward(&g, p.inputs.data(), nullptr, 1, p.T);
-    for (int n = 1; n <= 3; n++) check_sequence_logits(&ref, &g, p.inputs.data(), n, SMALL_NORM_BOUND);
+    int NH = p.config.num_heads, hs = p.config.channels / NH;
+    if (cudnn_takes(1, p.T, NH, hs, false)) {
+        cpu::gpt2_forward(&ref, p.inputs.data(), nullptr, 1, p.T);  // both allocate for (1, 8)
+        gpt2_forward(&g, p.inputs.data(), nullptr, 1, p.T);
+        for (int n = 1; n <= 3; n++)
+            if (cudnn_takes(1, n, NH, hs, false)) check_sequence_logits(&ref, &g, p.inputs.data(), n, SMALL_NORM_BOUND);
+    }
     gpt2_free(&g);
     cpu::gpt2_free(&ref);
     CudnnAttentionStats st = cudnn_attention_stats();
@@ -548,6 +582,7 @@ TEST_CASE("cuDNN attention: pre, post and siamese match the CPU reference and th
 TEST_CASE("cuDNN attention matches the portable flash kernels") {
     for (int hs : {16, 32, 64, 128}) {
         int B = 2, NH = 2, T = 150, C = NH * hs;
+        if (!cudnn_takes(B, T, NH, hs, true)) continue;  // recorded: the other head sizes go on
         size_t n = (size_t)B * T * C, rows = (size_t)B * NH * T;
         uint64_t rng = 2000 + hs;
         std::vector<floatX> hqkv(3 * n), hdout(n), zero_bias(3 * C, (floatX)0.0f);
@@ -608,6 +643,157 @@ TEST_CASE("cuDNN attention matches the portable flash kernels") {
 }
 #endif
 
+// The classifier's loss from the log-sum-exp: loss = (max - l_target) + log sum_j exp(l_j - max), and its gradient
+// (p_j - [j = target]) dloss with p_j = exp((l_j - max) - log sum), never -log p. Row 0's target logit lies 120 below
+// the others: p_target = e^-120 / 60 ~ 1e-54, below float32's smallest number (1.4e-45), so -log p would be
+// -log 0 = inf, a divergence that did not happen, where the loss is 124.1. Row 1's lies 90 below (p ~ 1e-41, a
+// float32 subnormal of 13 bits); row 2 is random. The padded logits V..Vp-1 hold 50 (were they counted, every loss
+// would be off by ~50) and must get gradient 0. Against float64 on the same stored logits, with Vp a multiple of the
+// 16-byte pack and not (the logit-by-logit path): the loss within 1e-6 relative (a few float32 roundings of numbers
+// up to ~130); each gradient entry within 1e-6 of the row's largest in fp32 (the exponent's two roundings move p by
+// ~3e-7 relative), in bf16 within 4e-3 (the stored gradient is rounded to bf16 once: 2^-9 relative, and the
+// float32 share). Validation's pass (dloss 0) must leave the logits as they were.
+TEST_CASE("classifier: the loss and its gradient from the log-sum-exp, finite where p underflows") {
+    const int V = 60, N = 3;
+    const double grad_bound = FLOATX_IS_FLOAT ? 1e-6 : 4e-3;
+    for (int Vp : {64, 63}) {
+        std::vector<floatX> logits((size_t)N * Vp, (floatX)50.0f);
+        std::vector<int> targets = {7, 31, 12};
+        uint64_t rng = 77;
+        for (int n = 0; n < N; n++)
+            for (int j = 0; j < V; j++) {
+                double l = n < 2 ? random_uniform(&rng) : 3.0 * random_normal(&rng);
+                if (j == targets[n] && n < 2) l = n == 0 ? -120.0 : -90.0;
+                logits[(size_t)n * Vp + j] = (floatX)(float)l;
+            }
+        // float64 on the stored logits: the losses and the gradient with dloss = 1/N
+        const double dloss = 1.0 / N;
+        std::vector<double> want_loss(N), want_grad((size_t)N * Vp, 0.0);
+        for (int n = 0; n < N; n++) {
+            const floatX* l = logits.data() + (size_t)n * Vp;
+            double maxv = -INFINITY, sum = 0;
+            for (int j = 0; j < V; j++) maxv = std::max(maxv, (double)(float)l[j]);
+            for (int j = 0; j < V; j++) sum += std::exp((double)(float)l[j] - maxv);
+            want_loss[n] = maxv + std::log(sum) - (double)(float)l[targets[n]];
+            for (int j = 0; j < V; j++)
+                want_grad[(size_t)n * Vp + j] =
+                    (std::exp((double)(float)l[j] - maxv) / sum - (j == targets[n] ? 1.0 : 0.0)) * dloss;
+        }
+        floatX* d_logits = cuda_malloc<floatX>(logits.size(), "logits");
+        int* d_targets = cuda_malloc<int>(N, "targets");
+        float* d_losses = cuda_malloc<float>(N, "losses");
+        cudaCheck(cudaMemcpy(d_targets, targets.data(), N * sizeof(int), cudaMemcpyHostToDevice));
+        for (int training = 0; training < 2; training++) {
+            cudaCheck(cudaMemcpy(d_logits, logits.data(), logits.size() * sizeof(floatX), cudaMemcpyHostToDevice));
+            classifier(d_logits, d_losses, d_targets, N, V, Vp, training ? (float)dloss : 0.0f);
+            std::vector<float> losses = download(d_losses, N);
+            std::vector<floatX> out = download(d_logits, logits.size());
+            char buf[256];
+            std::string line = fmt(buf, sizeof(buf), "LSECHECK Vp=%d %s:", Vp, training ? "training" : "validation");
+            for (int n = 0; n < N; n++) {
+                double rel = std::fabs(losses[n] - want_loss[n]) / want_loss[n];
+                line += fmt(buf, sizeof(buf), " loss %.6f (want %.6f, rel %.1e)", (double)losses[n], want_loss[n],
+                            rel);
+                CHECK_MESSAGE(std::isfinite(losses[n]), "row " << n << ": the loss is " << losses[n]);
+                CHECK_MESSAGE(rel <= 1e-6, "row " << n << ": loss " << losses[n] << ", want " << want_loss[n]);
+            }
+            if (training) {
+                double worst = 0, padded = 0;
+                for (int n = 0; n < N; n++) {
+                    double row_max = 0, d = 0;
+                    for (int j = 0; j < V; j++) row_max = std::max(row_max, std::fabs(want_grad[(size_t)n * Vp + j]));
+                    for (int j = 0; j < V; j++) {
+                        size_t i = (size_t)n * Vp + j;
+                        keep_worst(&d, std::fabs((double)(float)out[i] - want_grad[i]));
+                    }
+                    keep_worst(&worst, d / row_max);
+                    for (int j = V; j < Vp; j++) padded = std::max(padded, std::fabs((double)(float)out[(size_t)n * Vp + j]));
+                }
+                line += fmt(buf, sizeof(buf), "; gradient max-rel %.1e (bound %.0e)", worst, grad_bound);
+                CHECK(worst <= grad_bound);
+                CHECK_MESSAGE(padded == 0.0, "a padded logit's gradient is " << padded);
+            } else {
+                CHECK_MESSAGE(memcmp(out.data(), logits.data(), logits.size() * sizeof(floatX)) == 0,
+                              "validation's pass (dloss 0) changed the logits");
+            }
+            MESSAGE(line);
+        }
+        for (void* p : {(void*)d_logits, (void*)d_targets, (void*)d_losses}) cudaCheck(cudaFree(p));
+    }
+}
+
+#if USE_CUBLASLT
+// cuBLASLt's epilogues (bf16): switched off (TRAIN_GPT2_EPILOGUES=0, which sets gpu.no_epilogues) and, on the
+// emulator, with cuBLASLt failing as it may on a GPU (tools/cuda_emulator/cublasLt.h: a heuristic returning
+// CUBLAS_STATUS_INTERNAL_ERROR or NOT_SUPPORTED, finding none, or one it cannot run; a product that does not launch):
+// every product that had an epilogue must run as the plain product and the separate bias/GELU kernels, never stop.
+// Every way without the epilogues is the same code, so the same bits; against the epilogue path the gradients differ
+// by one bf16 rounding: the epilogue adds the bias and applies the GELU to the float32 accumulator before it rounds
+// once, the kernels read the product already rounded to bf16 (as -r 1's recomputed GELU does: emulated 3e-3);
+// bound 1e-2, norm-wise per tensor. Then the plain path against the CPU reference at the usual bounds.
+TEST_CASE("cuBLASLt: without its epilogues (switched off, or no usable algorithm) the same gradients") {
+    Problem p = make_problem("siamese-no-epilogues", NORM_SIAMESE, 0, 2, 64, 4, 32, 60, 2, 24);
+    cpu::GPT2 ref;
+    init_cpu_model(&ref, p.config);
+    GPT2 g;
+    load_gpu_model(&g, ref);
+    bool switched_off = gpu.no_epilogues;  // as the environment set it (TRAIN_GPT2_EPILOGUES); restored at the end
+    gpu.no_epilogues = false;
+    long long products0 = gpu.lt_products, fallbacks0 = gpu.lt_fallbacks;
+    std::vector<float> with_epilogues = gpu_gradients(&g, p);
+    long long with_products = gpu.lt_products - products0;
+    char buf[256];
+    MESSAGE(std::string(fmt(buf, sizeof(buf), "LTCHECK %lld products of one step ran with a cuBLASLt epilogue, %lld "
+                            "fell back (cuBLASLt had no usable algorithm)", with_products,
+                            gpu.lt_fallbacks - fallbacks0)));
+#ifdef CUDA_EMULATOR
+    CHECK(with_products > 0);  // the emulated cuBLASLt has every algorithm: the comparison below means something
+#endif
+    struct Way {
+        const char* name;
+        const char* env;    // the emulated cuBLASLt's fault (tools/cuda_emulator/cublasLt.h), or null
+        const char* value;
+    };
+    std::vector<Way> ways = {{"switched off (gpu.no_epilogues: TRAIN_GPT2_EPILOGUES=0)", nullptr, nullptr}};
+#ifdef CUDA_EMULATOR
+    ways.push_back({"heuristic returns CUBLAS_STATUS_INTERNAL_ERROR", "EMU_LT_HEURISTIC", "14"});
+    ways.push_back({"heuristic returns CUBLAS_STATUS_NOT_SUPPORTED", "EMU_LT_HEURISTIC", "15"});
+    ways.push_back({"heuristic finds no algorithm", "EMU_LT_HEURISTIC", "none"});
+    ways.push_back({"heuristic's algorithm not usable (state)", "EMU_LT_HEURISTIC", "state"});
+    ways.push_back({"cublasLtMatmul returns CUBLAS_STATUS_EXECUTION_FAILED", "EMU_LT_MATMUL", "13"});
+#endif
+    std::vector<float> plain;
+    for (const Way& w : ways) {
+        long long products = gpu.lt_products, fallbacks = gpu.lt_fallbacks;
+        if (w.env) setenv(w.env, w.value, 1);
+        else gpu.no_epilogues = true;
+        std::vector<float> grads = gpu_gradients(&g, p);
+        if (w.env) unsetenv(w.env);
+        else gpu.no_epilogues = false;
+        double worst = 0;
+        std::string worst_name = "-";
+        for (const TensorInfo& t : g.tensors) {
+            Diff d = compare(grads.data() + t.offset, with_epilogues.data() + t.offset, t.size);
+            if (!(d.norm_rel <= worst)) worst = d.norm_rel, worst_name = t.name;
+        }
+        MESSAGE(std::string(fmt(buf, sizeof(buf), "LTCHECK %s: %lld products with an epilogue, %lld fell back; "
+                                "against the epilogues norm_rel=%.2e (%s)", w.name, gpu.lt_products - products,
+                                gpu.lt_fallbacks - fallbacks, worst, worst_name.c_str())));
+        CHECK_MESSAGE(gpu.lt_products == products, w.name << ": a product still ran with its epilogue");
+        if (w.env) CHECK_MESSAGE(gpu.lt_fallbacks - fallbacks == with_products, w.name << ": not every product fell back");
+        CHECK(worst <= 1e-2);
+        if (plain.empty()) plain = grads;
+        else CHECK_MESSAGE(memcmp(grads.data(), plain.data(), grads.size() * sizeof(float)) == 0,
+                           w.name << ": not the same bits as with the epilogues switched off");
+    }
+    gpt2_free(&g);
+    cpu::gpt2_free(&ref);
+    gpu.no_epilogues = true;  // the plain path against the CPU reference
+    check_against_cpu(p, SMALL_NORM_BOUND, SMALL_MAX_BOUND);
+    gpu.no_epilogues = switched_off;
+}
+#endif
+
 // GPT-2 small's shape: 12 layers, 768 channels, 12 heads, T 256, B 2, GPT-2's vocabulary (padded to 50304)
 TEST_CASE("siamese at GPT-2 small's shape matches the CPU reference") {
     check_against_cpu(make_problem("siamese-d12", NORM_SIAMESE, 0, 12, 768, 12, 1024, GPT2_VOCAB, 2, 256),
@@ -659,5 +845,17 @@ int main(int argc, char** argv) {
     doctest::Context context;
     if (filter) context.setOption("test-case", filter);
     context.applyCommandLine(argc, argv);
-    return context.run();
+    int rc = context.run();
+#if HAVE_CUDNN_ATTENTION
+    if (!cudnn_taken.empty() || !cudnn_refused.empty()) {
+        printf("CUDNNSHAPES cuDNN took %zu shape(s) and refused %zu%s\n", cudnn_taken.size(), cudnn_refused.size(),
+               cudnn_refused.empty() ? "" : " (left out of the checks above; each below)");
+        for (const std::string& r : cudnn_refused) printf("CUDNNREFUSED %s\n", r.c_str());
+        if (cudnn_taken.empty() && !rc) {
+            printf("error: cuDNN refused every shape: nothing about its attention was checked\n");
+            rc = 1;
+        }
+    }
+#endif
+    return rc;
 }

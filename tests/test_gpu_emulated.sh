@@ -6,12 +6,14 @@
 # sm_90's limits, then bf16's attention cases (every layout) under the limits of each other supported generation (sm_80,
 # sm_86, sm_89: where shared memory per block differs, and head size 128 must fall back to the portable kernels on
 # sm_86/89), two at a time, a core each; then what the emulated trainer (tests/train_gpt2cu_emu) says on a device
-# its build has no code for and where the activations do not fit. The cases left out here (C > 2048, GPT-2 small's
+# its build has no code for, where the activations do not fit and to a bad TRAIN_GPT2_EPILOGUES; and that it trains
+# on, saying so once per epilogue, where cuBLASLt's heuristic fails (EMU_LT_HEURISTIC), exactly as with the
+# epilogues switched off. The cases left out here (C > 2048, GPT-2 small's
 # shape) are in tools/emulate_gpu.sh. EMU_CASES overrides the list of the sm_90 runs (doctest's -tc filters,
 # comma-separated), EMU_DEVICE_CASES that of the others. Ends with "N passed, N failed": test cases and checks.
 set -u
 cd "$(dirname "$0")/.."
-CASES=${EMU_CASES:-"pre: *,post: *,mix: *,siamese: *,siamese --*,siamese with both*,ten AdamW*,-r 1: *,flash attention*,long rows*,C not a multiple*,tensor-core flash*"}
+CASES=${EMU_CASES:-"pre: *,post: *,mix: *,siamese: *,siamese --*,siamese with both*,ten AdamW*,-r 1: *,flash attention*,long rows*,C not a multiple*,tensor-core flash*,classifier*,cuBLASLt*"}
 DEVICE_CASES=${EMU_DEVICE_CASES:-"flash attention*,tensor-core flash*"}
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 logs=$(mktemp -d)
@@ -27,7 +29,7 @@ passed=0 failed=0
 report() {  # name, exit status, log: the job's CHECK lines and its doctest summary, counted
     local name=$1 rc=$2 log=$3 line p f
     echo "=== $name"
-    grep -E "GRADCHECK|STEPCHECK|VARIANTCHECK|TCCHECK|TCFALLBACK|EMU|ERROR|error:" "$log" | sed 's/^.*MESSAGE: //'
+    grep -E "GRADCHECK|STEPCHECK|VARIANTCHECK|TCCHECK|TCFALLBACK|LSECHECK|LTCHECK|EMU|ERROR|error:" "$log" | sed 's/^.*MESSAGE: //'
     # doctest's summary, e.g. "[doctest] test cases: 11 | 11 passed | 0 failed | 4 skipped" (skipped: the cases
     # the filter leaves out); echoed in other words, so that tests/run_all.sh reads the total below
     line=$(grep -E '^\[doctest\] test cases:' "$log" | tail -n 1)
@@ -79,5 +81,42 @@ trainer_says "a build without code for the device (sm_86 emulated, built for 80 
 trainer_says "activations beyond the device's memory (sm_86 emulated: 48 GiB)" \
     "out of GPU memory: the activations of -b 4096 -t 1024 need .* GiB, .* are free; -b [0-9]+ fits, with -r 1 -b [0-9]+ fits, with --attention flash -r 1 -b [0-9]+ fits" \
     EMU_DEVICE=sm_86 -- --max-seq-len 1024 -b 4096 -t 1024
+trainer_says "TRAIN_GPT2_EPILOGUES neither 0 nor 1" "TRAIN_GPT2_EPILOGUES must be 0 .* or 1 .*, got '2'" \
+    TRAIN_GPT2_EPILOGUES=2 -- -b 2 -t 32
+
+# cuBLASLt without a usable algorithm (the emulated heuristic fails as a GPU's may, with a status other than "not
+# supported"): the trainer must not stop but take the plain products and the bias/GELU kernels, say so once per
+# epilogue (3 lines: BIAS, GELU_AUX_BIAS, DGELU), and train exactly as with the epilogues switched off (the same
+# main.log bit for bit, the timings aside: the same code), within bf16's 3e-2 of the run with the epilogues
+echo "=== the emulated trainer without cuBLASLt's epilogues"
+epilogue_run() {  # NAME ENV...: 3 steps and a validation of a tiny siamese model into $logs/NAME
+    local name=$1
+    shift
+    env "$@" tests/train_gpt2cu_emu -i data/kjv/kjv_train.bin -j data/kjv/kjv_val.bin --layers 2 --channels 64 \
+        --heads 2 -b 2 -t 32 -x 3 -v 3 -m 1 -s 0 -o "$logs/$name" > "$logs/$name.out" 2> "$logs/$name.err"
+    echo $? > "$logs/$name.rc"
+}
+epilogue_run lt_on
+epilogue_run lt_off TRAIN_GPT2_EPILOGUES=0
+epilogue_run lt_fault EMU_LT_HEURISTIC=14
+lt_check() {  # what, then a command that must succeed
+    local what=$1
+    shift
+    if "$@" > /dev/null 2>&1; then echo "ok   - $what"; passed=$((passed + 1))
+    else echo "FAIL - $what"; for r in lt_on lt_off lt_fault; do echo "  $r: exit $(cat "$logs/$r.rc")"; tail -n 3 "$logs/$r.err"; done
+        failed=$((failed + 1)); fi
+}
+lt_check "with the heuristic failing (CUBLAS_STATUS_INTERNAL_ERROR) the trainer runs to the end" \
+    bash -c "[ \$(cat '$logs/lt_fault.rc') = 0 ] && [ -s '$logs/lt_fault/main.log' ]"
+lt_check "... and says so once per epilogue, on stderr (3 warnings)" \
+    bash -c "[ \$(grep -c '^warning: cuBLASLt has no usable algorithm for the' '$logs/lt_fault.err') = 3 ] &&
+             [ \$(grep -c '^warning: cuBLASLt' '$logs/lt_fault.out') = 0 ]"
+lt_check "... and trains bit for bit as with TRAIN_GPT2_EPILOGUES=0 (main.log)" \
+    bash -c "[ \$(cat '$logs/lt_off.rc') = 0 ] && [ -n \"\$(sed 's/ ms:[0-9.]*//' '$logs/lt_off/main.log')\" ] &&
+             cmp -s <(sed 's/ ms:[0-9.]*//' '$logs/lt_off/main.log') <(sed 's/ ms:[0-9.]*//' '$logs/lt_fault/main.log')"
+lt_check "... within 3e-2 (bf16) of the run with the epilogues (main.log)" \
+    python3 tools/compare_logs.py "$logs/lt_on/main.log" "$logs/lt_fault/main.log" 3e-2
+lt_check "the trainer's table says where the bias and GELU go" \
+    bash -c "grep -q '| bias and GELU .*cuBLASLt epilogues' '$logs/lt_on.out' && grep -q '| bias and GELU .*separate kernels (TRAIN_GPT2_EPILOGUES=0)' '$logs/lt_off.out'"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -2,16 +2,19 @@
 # The GPU check's plumbing, on a machine without a GPU (what it can be held to before the rare GPU call):
 #   make gpu-prep writes a complete, checked folder well under the device call's 64 MiB; tests/gpu_check.sh and
 #   tests/bench_gpu.sh stop at once on a missing or corrupt input, exit non-zero within 30 s saying "no GPU" where
-#   there is none (also when nvidia-smi answers but CUDA does not start), and never print a passing table; their
-#   dry runs (DRY_RUN=1) fit their budgets (540 s, 300 s); a SKIPPED or failed test log never reads as passed;
-#   tools/compare_logs.py tells equal logs from different ones; and tests/bench_torch.py's PyTorch model computes
-#   ./reference_cpu's validation loss from its checkpoint for every layout (so the GPU bench's peer runs our model).
+#   there is none (also when nvidia-smi answers but CUDA does not start), and never print a passing table; the one
+#   call's dry run (DRY_RUN=1) fits 560 s, lists every step within its stage's share and prints the budget table,
+#   and the call is written word for word where a session reads it; a stage's share holds (a slow stage is cut,
+#   a fast one passes its time on); a SKIPPED or failed test log never reads as passed; tests/sanitizer_report.py
+#   tells the project's kernels from cuBLAS's and cuDNN's; tools/compare_logs.py tells equal logs from different
+#   ones; and tests/bench_torch.py's PyTorch model computes ./reference_cpu's validation loss from its checkpoints
+#   for every layout, all in one process (so the GPU bench's peer runs our model).
 # Ends with "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
 TORCH_PY=${TORCH_PY:-/usr/bin/python3}
 W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
+trap '[ -n "${KEEP_W:-}" ] || rm -rf "$W"' EXIT  # KEEP_W=1 keeps the scratch folder, to look into
 passed=0 failed=0
 check() {  # DESCRIPTION, then a command that must succeed
     local what=$1
@@ -97,22 +100,240 @@ run "$W/nodoctest.txt" env GPU_PREP="$W/bad" OUT="$W/out6" bash tests/bench_gpu.
 check "a missing doctest.h: named, exit non-zero" bash -c \
     "[ \$(cat '$W/nodoctest.txt.rc') -ne 0 ] && grep -q 'doctest/doctest.h. is missing' '$W/nodoctest.txt'"
 
-# --- the time budgets, by dry runs
+# --- the one call: its budget, by a dry run
+CALL='`make gpu-prep` here, then `run(command="bash tests/gpu_check.sh", carry=[".gpu"], timeout_s=590)`'
+check "the call, word for word, at the top of tests/gpu_check.sh" bash -c "head -n 5 tests/gpu_check.sh | grep -qF '$CALL'"
+check "the call, word for word, in docs/cuda.md" grep -qF "$CALL" docs/cuda.md
 run "$W/dry.txt" env DRY_RUN=1 GPU_PREP="$PREP" OUT="$W/dry" bash tests/gpu_check.sh
 check "gpu_check's dry run succeeds" test "$(cat "$W/dry.txt.rc")" = 0
 budget=$(sed -n "s/.*timeouts add up to \([0-9]*\)s.*/\1/p" "$W/dry/summary.txt")
-check "gpu_check's stages add up to under 540 s (got ${budget:-none})" test "${budget:-999}" -lt 540
-steps=27  # build, 2 tests, 3 e2e, 6 trainings, peer, 4 T=1024, d48, resume, 8 sanitizers; + the cuDNN build, test, T=1024
+check "gpu_check's stages add up to at most 560 s (got ${budget:-none})" test "${budget:-999}" -le 560
+sed -n '/^budget (DRY_RUN=1/,/^  total/p' "$W/dry/summary.txt" > "$W/plan.txt"
+check "the dry run prints the budget table, every stage in order" bash -c \
+    "awk '\$1 != \"stage\" && \$1 != \"budget\" { print \$1 }' '$W/plan.txt' | paste -sd' ' |
+     grep -qx 'probe build gradients cudnn e2e d12 peer t1024 d48 resume sanitizers bench after total'"
+steps=27  # build, its fp32 beside it, test_gpu_bf16, 2 e2e, 4 d12, peer, 4 T=1024, d48, resume, 4 sanitizers,
+          # the bench; after them test_gpu, e2e and 3 d12 in fp32, their peer; + the cuDNN build, test, T=1024
 [ -f "$PREP/cudnn-frontend/include/cudnn_frontend.h" ] && steps=30
 check "every step of gpu_check is in the dry run ($steps)" test "$(grep -c '^\[dry run\]' "$W/dry.txt")" -eq $steps
-check "no step's timeout exceeds its stage's budget (the cuDNN build in the background aside)" bash -c \
-    "! grep -v '^\[dry run\] build_cudnn:' '$W/dry.txt' | grep -E '^\[dry run\] .*timeout (1[2-9][0-9]|[2-9][0-9][0-9])s'"
+# each step's timeout within its stage's nominal seconds and the plan's slack (560 - their sum); the builds beside
+# the stages and the steps after them aside
+check "no step's timeout exceeds its stage's share" awk -v slack=$((560 - ${budget:-0})) '
+    $2 ~ /^[0-9]+$/ && $1 != "total" {
+        line = $0; sub(/^ *[^ ]+ +[0-9]+ +[0-9]+s +/, "", line)
+        n = split(line, parts, ", ")
+        for (i = 1; i <= n; i++) {
+            split(parts[i], w, " ")
+            if (w[1] !~ /^build_/ && w[2] + 0 > $2 + slack) { print "too long:", $1, parts[i]; bad = 1 }
+        }
+    }
+    END { exit bad }' "$W/plan.txt"
 check "the dry run's summary claims nothing passed" bash -c "! grep -qE 'gpu_check: [0-9]+ passed' '$W/dry/summary.txt'"
-check "the summary has the NCCL stage (tests/gpu_nccl_check.sh where time is left)" \
-    grep -q '^NCCL back end, one rank (tests/gpu_nccl_check.sh): dry run' "$W/dry/summary.txt"
+check "the summary has the NCCL check after the stages" \
+    grep -q '^  NCCL back end, one rank (tests/gpu_nccl_check.sh): dry run' "$W/dry/summary.txt"
+check "the bench runs inside the call, at d12 and d48, the PyTorch peer at d12" bash -c \
+    "grep -E '^\[dry run\] bench: ' '$W/dry.txt' | grep -q 'SIZES=d12:16 d48:8 ATT_SIZES=d12:16 TORCH_SIZES=d12:16'"
+check "the PyTorch loss check is one Python process (the three layouts' checkpoints, both dtypes)" bash -c \
+    "[ \$(grep -c '^\[dry run\] peer: .*bench_torch.py --check' '$W/dry.txt') = 1 ] &&
+     grep '^\[dry run\] peer: ' '$W/dry.txt' | grep -q 'ck_pre_bf16/.*ck_post_bf16/.*ck_siamese_bf16/.*--dtype fp32,bf16'"
 run "$W/bdry.txt" env DRY_RUN=1 GPU_PREP="$PREP" OUT="$W/bdry" bash tests/bench_gpu.sh
 bbudget=$(sed -n "s/.*timeouts add up to \([0-9]*\)s.*/\1/p" "$W/bdry.txt")
-check "bench_gpu's parts add up to under 300 s (got ${bbudget:-none})" bash -c "[ \$(cat '$W/bdry.txt.rc') = 0 ] && [ '${bbudget:-999}' -lt 300 ]"
+check "bench_gpu alone: its parts add up to at most 300 s (got ${bbudget:-none})" bash -c "[ \$(cat '$W/bdry.txt.rc') = 0 ] && [ '${bbudget:-999}' -le 300 ]"
+run "$W/bdry2.txt" env DRY_RUN=1 GPU_PREP="$PREP" OUT="$W/bdry2" NO_BUILD=1 GPU_NAME=test BENCH_SECONDS=125 \
+    SIZES="d12:16 d48:8" ATT_SIZES="d12:16" TORCH_SIZES="d12:16" PROFILE=0 TRAINER_S=75 ATTENTION_S=15 TORCH_S=35 \
+    bash tests/bench_gpu.sh
+check "bench_gpu as gpu_check runs it: no probe, no build, 125 s, the d48 rows and the PyTorch peer at d12" bash -c \
+    "[ \$(cat '$W/bdry2.txt.rc') = 0 ] && grep -q 'timeouts add up to 125s' '$W/bdry2.txt' &&
+     ! grep -qE '^\[dry run\] (build|probe)' '$W/bdry2.txt' && grep -q '^\[dry run\] d48_mix: ' '$W/bdry2.txt' &&
+     grep -q '^\[dry run\] torch: .*--sizes d12:16 --layouts pre,siamese,post' '$W/bdry2.txt'"
+
+# --- a stage's share (tests/gpu_lib.sh), in one 7-second plan a:2 b:2 c:3: a fast stage a (true) passes its time
+# on, so the slow stage b (sleep 30) may run 4 s, not its 2, and is cut there, before the last 3 s, which c (its
+# reserve) still gets
+check "a fast stage passes its time on, a slow one is cut at its share, the next keeps its reserve" bash -c \
+    ". tests/gpu_lib.sh; RUNS=\$(mktemp -d); T0=\$SECONDS; DEADLINE=\$((T0 + 7)); MIN_STEP_SECONDS=1
+     plan a:2 b:2 c:3; stage a; run_step sa 100 true; stage b; run_step sb 100 sleep 30; stage c; run_step sc 100 true
+     rm -rf \"\$RUNS\"; echo \"a=\${STEP_RC[sa]} b=\${STEP_RC[sb]} after \${STEP_SECONDS[sb]}s c=\${STEP_RC[sc]}\"
+     [ \"\${STEP_RC[sa]}\" = 0 ] && [ \"\${STEP_RC[sb]}\" = 124 ] && [ \${STEP_SECONDS[sb]} -ge 3 ] && [ \"\${STEP_RC[sc]}\" = 0 ]"
+
+# --- compute-sanitizer's findings: ours or the libraries' (tests/sanitizer_report.py)
+cat > "$W/san_mixed.log" << 'LOG'
+========= COMPUTE-SANITIZER
+========= Invalid __global__ read of size 16 bytes
+=========     at void classifier_kernel<8>(__nv_bfloat16 *, float *, const int *, int, int, float)+0x1a0 in /w/train_gpt2.cu:760
+=========     by thread (3,0,0) in block (0,0,0)
+=========     Saved host backtrace up to driver entry point at kernel launch time
+=========         Host Frame: [0x2dd8f7] in libcuda.so.1
+=========         Host Frame: classifier(...) [0x8b84] in /w/tests/test_gpu_bf16
+=========
+========= Uninitialized __global__ memory read of size 4 bytes
+=========     at 0x3c0 in sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_execute_kernel__5x_cublas
+=========     by thread (0,0,0) in block (0,0,0)
+=========
+========= Program hit cudaErrorInvalidValue (error 1) due to "invalid argument" on CUDA API call to cudaFuncSetAttribute.
+=========     Saved host backtrace up to driver entry point at error
+=========         Host Frame: [0x2dd8f7] in libcuda.so.1
+=========         Host Frame: cudaFuncSetAttribute [0x5e1] in libcudart.so.13
+=========         Host Frame: [0x99] in libcudnn_engines_precompiled.so.9
+=========
+========= Error: Race reported between Write access at void siamese_boundary_forward_kernel<2>(float)+0x1c0 in /w/siamese.cuh:10
+=========     and Read access at void siamese_boundary_forward_kernel<2>(float)+0x200 in /w/siamese.cuh:12 [1024 hazards]
+=========
+========= Program hit cudaErrorMemoryAllocation (error 2) due to "out of memory" on CUDA API call to cudaMalloc.
+=========     Saved host backtrace up to driver entry point at error
+=========         Host Frame: [0x2dd8f7] in libcuda.so.1
+=========         Host Frame: cudaMalloc [0x5e1] in libcudart.so.13
+=========         Host Frame: cuda_malloc_bytes [0x99] in /w/tests/test_gpu_bf16
+=========
+========= ERROR SUMMARY: 7 errors
+LOG
+printf '========= COMPUTE-SANITIZER\n[doctest] test cases: 3 | 3 passed | 0 failed | 16 skipped\n========= ERROR SUMMARY: 0 errors\n' > "$W/san_clean.log"
+printf '========= COMPUTE-SANITIZER\n========= Uninitialized __global__ memory read of size 4 bytes\n=========     at 0x10 in cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x4_tn_align8(void)\n=========\n========= ERROR SUMMARY: 1 error\n' > "$W/san_library.log"
+python3 tests/sanitizer_report.py "$W/san_mixed.log" "$W/san_clean.log" "$W/san_library.log" > "$W/san.txt" 2>&1
+check "sanitizer_report: our kernel, a race between two of our accesses, our cudaMalloc, 2 not printed: 5 ours" \
+    grep -qE '^SANITIZER san_mixed.log ours=5 libraries=2 .*classifier_kernel x1.*siamese_boundary_forward_kernel x1' "$W/san.txt"
+check "sanitizer_report: cuBLAS's kernel and cuDNN's API call are the libraries'" \
+    grep -qE '^SANITIZER san_mixed.log .*libraries: .*sm90_xmma_gemm.*libcudnn_engines_precompiled' "$W/san.txt"
+check "sanitizer_report: a clean log is clean; a library's only finding is not ours" bash -c \
+    "grep -q '^SANITIZER san_clean.log ours=0 libraries=0 warnings=0' '$W/san.txt' &&
+     grep -q '^SANITIZER san_library.log ours=0 libraries=1 ' '$W/san.txt'"
+
+# --- the check's own path (not the dry run), end to end on stand-in programs: a stand-in nvidia-smi, nvcc, make
+# (which writes stand-ins of the programs it is asked for), compute-sanitizer and PyTorch, in a copy of the tree, so
+# that every stage runs, the summary reads what the programs printed, the bench's table and the NCCL check's line
+# arrive, and a failure planted in a test program and a sanitizer's finding in our kernel fail the check
+M="$W/mock"
+mkdir -p "$M/bin" "$M/include" "$M/tree"
+git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$M/tree" 2> /dev/null
+: > "$M/include/cudnn.h"  # cuDNN "with the toolkit" (beside the stand-in nvcc)
+cat > "$M/bin/nvidia-smi" << 'SH'
+#!/bin/sh
+case "$*" in
+    -L) echo "GPU 0: NVIDIA H200 (UUID: GPU-stand-in)" ;;
+    *query-gpu=compute_cap*) echo "9.0" ;;
+    *) echo "NVIDIA H200, 143771 MiB, 580.159.04, 1980 MHz" ;;
+esac
+SH
+cat > "$M/bin/nvcc" << 'SH'
+#!/bin/sh
+[ "$1" = --version ] && { echo "Cuda compilation tools, release 13.0, V13.0.88 (stand-in)"; exit 0; }
+[ "$1" = -o ] && { printf '#!/bin/sh\necho "GPU: NVIDIA H200 (stand-in)"\n' > "$2"; chmod +x "$2"; }
+SH
+cat > "$M/bin/make" << 'SH'
+#!/bin/sh
+# every target named (not VAR=value, not an option) becomes a stand-in of that program
+for a in "$@"; do
+    case "$a" in -*|*=*) ;; *) mkdir -p "$(dirname "$a")"; cp "$MOCK/program" "$a"; chmod +x "$a" ;; esac
+done
+SH
+cat > "$M/program" << 'SH'
+#!/usr/bin/env bash
+# a stand-in of a program of this project: the lines tests/gpu_check.sh reads from the real one
+name=$(basename "$0")
+case $name in
+    test_gpu|test_gpu_bf16)
+        for l in pre post siamese mix; do
+            echo "[doctest] MESSAGE: GRADCHECK $l norm_rel=1.00e-02 (fcw) max_rel=2.00e-02 (wte) loss_rel=1.0e-05 logits_rel=4.0e-03"
+            echo "[doctest] MESSAGE: STEPCHECK $l worst_rel=1.00e-03 clipped_steps=3"
+        done
+        echo "[doctest] MESSAGE: LSECHECK Vp=64 training: loss 124.530792 (want 124.530791, rel 1.2e-08)"
+        echo "[doctest] MESSAGE: LTCHECK 8 products of one step ran with a cuBLASLt epilogue, 0 fell back"
+        case "$*" in
+            *-tc=*) echo "[doctest] test cases:  6 |  6 passed | 0 failed | 13 skipped" ;;
+            *) if [ "${MOCK_FAIL:-}" = "$name" ]; then  # MOCK_FAIL: that test program fails (its unfiltered run)
+                   echo "[doctest] test cases: 19 | 18 passed | 1 failed | 0 skipped"; exit 1
+               fi
+               echo "[doctest] test cases: 19 | 19 passed | 0 failed | 0 skipped" ;;
+        esac ;;
+    test_gpu_cudnn)
+        echo "[doctest] MESSAGE: CUDNNCHECK hs=64: out 2.0e-03 lse 1.0e-06 dq 3.0e-03 dk 3.0e-03 dv 2.0e-03"
+        echo "[doctest] test cases:  2 |  2 passed | 0 failed | 17 skipped"
+        echo "CUDNNSHAPES cuDNN took 20 shape(s) and refused 1 (left out of the checks above; each below)"
+        echo "CUDNNREFUSED B=1 T=1 NH=2 hs=16 forward: cuDNN's fused attention does not support this forward pass (stand-in)" ;;
+    *)  # the trainers and reference_cpu
+        out="" steps=1 e=""
+        while [ $# -gt 0 ]; do case $1 in -o) out=$2; shift 2 ;; -x) steps=$2; shift 2 ;; -e) e=$2; shift 2 ;; *) shift ;; esac; done
+        echo "| bias and GELU         | cuBLASLt epilogues (off: TRAIN_GPT2_EPILOGUES=0)   |"
+        for s in $(seq 1 "$steps"); do
+            printf 'step %5d/%d | loss %.6f | norm 1.0000 | lr 1.00e-04 | %s ms | 80000 tok/s | MFU 40.0%% | 5000 MiB GPU\n' \
+                "$s" "$steps" "$(awk -v s="$s" 'BEGIN { print 2.5 + 8 / s }')" "$([ "$e" = d48 ] && echo 300.0 || echo 50.0)"
+        done
+        echo "val loss 2.500000"
+        if [ -n "$out" ]; then
+            mkdir -p "$out"
+            for s in $(seq 1 "$steps"); do echo "s:$s trl:2.500000 norm:1.0000 lr:1.000e-04 ms:50.0"; done > "$out/main.log"
+            echo "model $steps" > "$out/$(printf model_%08d.bin "$steps")"
+            echo "state $steps" > "$out/$(printf state_%08d.bin "$steps")"
+        fi ;;
+esac
+SH
+cat > "$M/bin/compute-sanitizer" << 'SH'
+#!/usr/bin/env bash
+[ "$1" = --version ] && { echo "Version 2025.3.1 (stand-in)"; exit 0; }
+tool=$2
+while [ "${1#-}" != "$1" ]; do case $1 in --tool|--error-exitcode|--print-limit) shift 2 ;; *) shift ;; esac; done
+echo "========= COMPUTE-SANITIZER"
+"$@"
+rc=$?
+if [ "$tool" = racecheck ]; then  # a hazard in cuBLAS's kernel (not ours)
+    echo "========= Error: Race reported between Write access at sm90_xmma_gemm_bf16_cublas+0x10 in gemm.cu:1"
+    echo "=========     and Read access at sm90_xmma_gemm_bf16_cublas+0x20 in gemm.cu:2 [4 hazards]"
+    echo "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"
+    exit 9
+fi
+if [ "$tool" = memcheck ] && [ -n "${MOCK_OURS:-}" ]; then  # MOCK_OURS: one in our kernel
+    echo "========= Invalid __global__ read of size 4 bytes"
+    echo "=========     at void classifier_kernel<8>(float *)+0x10 in train_gpt2.cu:760"
+    echo "========= ERROR SUMMARY: 1 error"
+    exit 9
+fi
+echo "========= ERROR SUMMARY: 0 errors"
+exit $rc
+SH
+cat > "$M/bin/torchpy" << 'SH'
+#!/usr/bin/env bash
+# a stand-in PyTorch: the version, no nvidia.cudnn, and tests/bench_torch.py's lines
+case "$*" in *"print(torch.__version__)"*) echo "2.11.0 (stand-in)"; exit 0 ;; *nvidia.cudnn*) exit 1 ;; esac
+shift
+if [ "$1" = --check ]; then
+    shift; ckpts=()
+    while [ "${1#--}" = "$1" ]; do ckpts+=("$1"); shift; done
+    for c in "${ckpts[@]}"; do for d in fp32 bf16; do case "$*" in *"--dtype fp32 "*|*"--dtype fp32") [ $d = bf16 ] && continue ;; esac
+        echo "loss 2.500000 ($d, cuda, 10 batches of B=16 T=256) $c"; done; done
+else
+    echo "TORCH torch=2.11.0 device=NVIDIA_H200 compile=block sdpa=True"
+    for l in pre siamese post; do echo "TORCH size=d12 layout=$l B=16 T=1024 ms=100.0 tok_s=163840 gib=10.0 compile_s=5.0"; done
+fi
+SH
+chmod +x "$M/bin"/* "$M/program"
+mock_check() {  # OUTDIR ENV...: the check in the tree copy on the stand-ins
+    local out=$1
+    shift
+    (cd "$M/tree" && env PATH="$M/bin:$PATH" MOCK="$M" TORCH_PY="$M/bin/torchpy" GPU_PREP="$PREP" OUT="$out" "$@" \
+        bash tests/gpu_check.sh > "$out.txt" 2>&1; echo $? > "$out.rc")
+}
+# one run, two failures planted (the unfiltered tests/test_gpu_bf16 fails; memcheck finds one in our kernel): every
+# other step must pass, those two must fail by name, and the exit status must say so
+mock_check "$W/mock_out" MOCK_FAIL=test_gpu_bf16 MOCK_OURS=1
+S="$W/mock_out/summary.txt"
+check "gpu_check on stand-ins: every stage runs; all passes but the two planted failures, named; exit non-zero" bash -c \
+    "[ \$(cat '$W/mock_out.rc') != 0 ] && tail -n 1 '$S' |
+     grep -qE '^gpu_check: 2[0-9] passed, 2 failed, 0 not run \\(test_gpu_bf16: FAILED \\(1\\) san_memcheck: FAILED \\(9\\)\\)\$'"
+check "... the summary reads the gradients, the cuDNN refusal, the classifier and cuBLASLt lines" bash -c \
+    "grep -q '^  siamese  | 1.0e-02/2.0e-02 | 1.00e-03' '$S' && grep -q '^  CUDNNREFUSED B=1 T=1 NH=2 hs=16' '$S' &&
+     grep -q '^  classifier (log-sum-exp' '$S' && grep -q '^  cuBLASLt: 8 products' '$S'"
+check "... the training table, the PyTorch peer, T = 1024, d48, resume" bash -c \
+    "grep -qE '^  pre +\\| 10.500000 -> 2.55333[0-9] +\\| 2.500000 +\\| 2.500000 \\(0.0e\\+00\\)' '$S' &&
+     grep -qE 'T=1024 B=8 flash_r1 +ok +50 ms +5000 MiB  MFU 40.0%' '$S' &&
+     grep -q 'd48 siamese T=1024 B=8 (1.5 B parameters): ok; loss .* 300 ms/step' '$S' &&
+     grep -q 'resume (-y 1 at step 20 of 30, tiny siamese, bf16): ok' '$S'"
+check "... a finding in our kernel fails its tool; a cuBLAS kernel's is reported, not counted against us" bash -c \
+    "grep -q '^  memcheck   1 OURS' '$S' && grep -q '^  racecheck  clean (1 in libraries)' '$S' &&
+     grep -q '^  synccheck  clean\$' '$S'"
+check "... the bench's table (d12 and d48, each layout, the attentions, the PyTorch peer) and the NCCL line" bash -c \
+    "grep -qE '^  d48   mix +8 \\| +300' '$S' && grep -qE '^  d12   siamese +16 \\| +50 .*\\+0.0%.*163840 .*2.00x' '$S' &&
+     grep -qE '^  d12    16 \\| +50 \\| +50 \\| +50 \\| materialized' '$S' && grep -q '^  NCCL back end, one rank .*: nccl_check: ' '$S'"
+check "... and it comes back in at most 8 files under \$OUT" test "$(find "$W/mock_out" -type f | wc -l)" -le 8
 
 # --- how a test program's log reads: SKIPPED and failures are never a pass
 . tests/gpu_lib.sh
@@ -147,24 +368,36 @@ for bad in "$W/absent.log $W/a.log 1e-5" "$W/f.log $W/a.log 1e-5" "$W/a.log $W/e
         "python3 tools/compare_logs.py $bad 2> '$W/cl.err'; [ \$? = 2 ] && [ \$(wc -l < '$W/cl.err') = 1 ] && grep -q '^error: ' '$W/cl.err'"
 done
 
-# --- the PyTorch peer computes our model: its loss of ./reference_cpu's checkpoints equals the trainer's val loss
-run_peer() {  # LAYOUT [FLAGS...]
-    local layout=$1 dir="$W/peer_$(tr -d ' -' <<< "$*")"
-    shift
-    OMP_NUM_THREADS=2 ./reference_cpu --norm "$layout" "$@" --layers 2 --channels 32 --heads 2 -b 4 -t 32 -x 12 \
-        -l 3e-3 -v 12 -m 3 -s 0 -o "$dir" > "$dir.txt" 2>&1 || return 1
-    local ours theirs
-    ours=$(grep '^val loss' "$dir.txt" | tail -n 1 | awk '{ print $3 }')
-    theirs=$("$TORCH_PY" tests/bench_torch.py --check "$dir/model_00000012.bin" --shard data/kjv/kjv_val.bin -b 4 -t 32 \
-        -m 3 --device cpu | awk '/^loss/ { print $2 }')
-    echo "reference_cpu $ours, bench_torch.py $theirs"
-    awk -v a="$ours" -v b="$theirs" 'BEGIN { exit !(a + 0 > 0 && (a > b ? a - b : b - a) <= 1e-5 * a) }'
+# --- the PyTorch peer computes our model: its loss of ./reference_cpu's checkpoints equals the trainer's val loss,
+# every layout's in one process (as tests/gpu_check.sh runs it)
+peer_train() {  # NAME LAYOUT [FLAGS...]: a checkpoint after 12 steps and the trainer's val loss of it
+    local dir="$W/peer_$1" layout=$2
+    shift 2
+    OMP_NUM_THREADS=1 ./reference_cpu --norm "$layout" "$@" --layers 2 --channels 32 --heads 2 -b 4 -t 32 -x 12 \
+        -l 3e-3 -v 12 -m 3 -s 0 -o "$dir" > "$dir.txt" 2>&1
 }
 if "$TORCH_PY" -c "import torch" 2> /dev/null; then
-    check "bench_torch.py --check: pre's loss within 1e-5 of reference_cpu's" run_peer pre
-    check "bench_torch.py --check: post's loss within 1e-5 of reference_cpu's" run_peer post
-    check "bench_torch.py --check: siamese's loss within 1e-5 of reference_cpu's" run_peer siamese
-    check "bench_torch.py --check: siamese with both ablations" run_peer siamese --no-depth-scale --no-ln-in
+    peer_train pre pre &
+    peer_train post post &
+    peer_train siamese siamese &
+    peer_train ablations siamese --no-depth-scale --no-ln-in
+    wait
+    names=(pre post siamese ablations)
+    ckpts=()
+    for n in "${names[@]}"; do ckpts+=("$W/peer_$n/model_00000012.bin"); done
+    "$TORCH_PY" tests/bench_torch.py --check "${ckpts[@]}" "$W/nonexistent.bin" --shard data/kjv/kjv_val.bin \
+        -b 4 -t 32 -m 3 --device cpu > "$W/peer.txt" 2>&1
+    echo $? > "$W/peer.rc"
+    for n in "${names[@]}"; do
+        check "bench_torch.py --check: $n's loss within 1e-5 of reference_cpu's (one process for all)" bash -c "
+            ours=\$(grep '^val loss' '$W/peer_$n.txt' | tail -n 1 | awk '{ print \$3 }')
+            theirs=\$(grep -F ' $W/peer_$n/model_00000012.bin' '$W/peer.txt' | awk '/^loss/ { print \$2 }')
+            echo \"reference_cpu \$ours, bench_torch.py \$theirs\"
+            awk -v a=\"\$ours\" -v b=\"\$theirs\" 'BEGIN { exit !(a + 0 > 0 && (a > b ? a - b : b - a) <= 1e-5 * a) }'"
+    done
+    check "bench_torch.py --check: an unreadable checkpoint is one error line, the others still reported, exit 1" bash -c \
+        "[ \$(cat '$W/peer.rc') = 1 ] && [ \$(grep -c '^error: $W/nonexistent.bin: ' '$W/peer.txt') = 1 ] &&
+         [ \$(grep -c '^loss ' '$W/peer.txt') = 4 ]"
     check "bench_torch.py without --check or --bench: one error line, exit 1 (argparse printed its usage too)" bash -c \
         "'$TORCH_PY' tests/bench_torch.py 2> '$W/bt.err'; [ \$? = 1 ] && [ \$(wc -l < '$W/bt.err') = 1 ] && grep -q '^error: give --check' '$W/bt.err'"
     check "bench_torch.py --bench runs a step loop and prints its row" bash -c \

@@ -5,9 +5,10 @@ For each case (pre, post, siamese, siamese without depth scaling, siamese withou
 block Post-LN, DeepNorm) the C++ tool
 tests/ref_tool writes a tiny random model (model.bin, llm.c's checkpoint format), a batch, the reference's loss,
 logits and gradients (out.bin) and its parameters after one AdamW step (after_step.bin); see the top of
-tests/ref_tool.cpp for the file layouts. This script builds the model in PyTorch from the math of the README, not
-from the C++ code. What it takes from the program is where each tensor lies in the files: the tensor table of
-`./reference_cpu -e model.bin --print-tensors` (names, shapes, offsets in checkpoint order), the one table every
+tests/ref_tool.cpp for the file layouts. The PyTorch model is docs/model.py, the teaching twin of the C++ model,
+written from the math of the README, not from the C++ code; this script is what holds it to the C++. What it takes
+from the program is where each tensor lies in the files: the tensor table of `./reference_cpu -e model.bin
+--print-tensors` (names, shapes, offsets in checkpoint order; docs/model.py's load_checkpoint), the one table every
 tool reads instead of keeping a copy. It compares:
 
   - the loss, the logits over the real vocabulary and the padded logits (those exist, but take no probability: a
@@ -19,17 +20,18 @@ tool reads instead of keeping a copy. It compares:
     group per decay rule gives a second opinion.
 
 Every comparison is a relative error ||a - b|| / ||b|| over a whole tensor (b = PyTorch); where b is exactly zero
-(LN_in under the no-LN_in ablation) a must be exactly zero too. The output is a table and a last line
-"N passed, N failed"; the exit status is 0 only if everything passed.
+(LN_in under the no-LN_in ablation) a must be exactly zero too. Then every planted mistake (MUTATIONS below) is run
+against the same C++ outputs and must make at least one of these comparisons fail: one line each, a pass when it is
+caught. The output is a table and a last line "N passed, N failed"; the exit status is 0 only if everything passed.
 
     /usr/bin/python3 tests/torch_check.py [--dtype float64] [--mutate NAME]
 
 --dtype float64 runs the PyTorch side in float64 (then the errors are the reference's own float32 rounding).
---mutate NAME deliberately breaks the PyTorch side (or its optimizer) to show that the checks catch it; the run must
-then FAIL. Names: see MUTATIONS below.
+--mutate NAME deliberately breaks the PyTorch side (or its optimizer) and prints the whole table for it; the run must
+then FAIL. The mistakes in the model are made here, by overriding one method of docs/model.py's GPT in a subclass
+(planted_model), so that the teaching file holds no switch for them.
 """
 import glob
-import json
 import math
 import os
 import subprocess
@@ -88,6 +90,10 @@ MUTATIONS = {
     "mix-all-pre": "mix: every block Pre-LN (the Post-LN blocks ignored)",
     "deepnorm-alpha-1": "deepnorm: alpha = 1 (Post-LN) instead of (2L)^(1/4)",
 }
+# the case each mistake is run on when every one is checked (the default run): one it must show in
+TARGET_CASE = {"siamese-sign": "siamese", "no-depth-scale": "siamese", "wrong-ln-y": "siamese",
+               "ln-in-always": "siamese+2", "post-no-final": "post", "mix-all-pre": "mix",
+               "deepnorm-alpha-1": "deepnorm"}  # the others: "pre"
 
 
 def report_and_exit(passed, failed, message=None):
@@ -137,21 +143,10 @@ def ensure_programs():
     return None
 
 
-def tensor_table(path):
-    """The program's tensor table of a checkpoint (./reference_cpu -e PATH --print-tensors): its configuration and
-    [(name, shape)] in checkpoint order, each offset checked to follow the one before (so the list is the file)."""
-    r = subprocess.run([TRAINER, "-e", path, "--print-tensors"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True)
-    if r.returncode != 0:
-        raise ValueError(f"{TRAINER} -e {path} --print-tensors: {r.stderr.strip()}")
-    table = json.loads(r.stdout)
-    shapes, offset = [], 0
-    for t in table["tensors"]:
-        if t["offset"] != offset:
-            raise ValueError(f"{path}: tensor {t['name']} at offset {t['offset']}, expected {offset}")
-        shapes.append((t["name"], tuple(t["shape"])))
-        offset += int(np.prod(t["shape"]))
-    return table, shapes
+def read_checkpoint(path):
+    """docs/model.py's reader (its Config and the tensors), with the tensor list [(name, shape)] beside them"""
+    cfg, params = model.load_checkpoint(path, TRAINER)
+    return cfg, [(n, a.shape) for n, a in params.items()], params
 
 
 def split_tensors(flat, shapes, what):
@@ -164,16 +159,6 @@ def split_tensors(flat, shapes, what):
         out[name] = flat[off:off + n].reshape(shape)
         off += n
     return out
-
-
-def read_checkpoint(path):
-    table, shapes = tensor_table(path)
-    raw = open(path, "rb").read()
-    cfg = dict(maxT=table["max_seq_len"], V=table["vocab_size"], L=table["num_layers"], NH=table["num_heads"],
-               C=table["channels"], Vp=table["padded_vocab_size"], layout=table["layout"],
-               ablations=table["ablations"], setting=table["layout_setting"])
-    params = split_tensors(np.frombuffer(raw[4 * table["header_ints"]:], dtype="<f4"), shapes, path)
-    return cfg, shapes, params
 
 
 def read_batch(path):
@@ -197,93 +182,29 @@ def read_outputs(path, shapes):
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# the PyTorch model, from the README's math
+# the planted mistakes in the model: docs/model.py's GPT with one method replaced
 
-def layer_norm(x, w, b):
-    return F.layer_norm(x, (x.shape[-1],), w, b, eps=1e-5)
-
-
-def attention(u, p, l, NH, mutate):
-    B, T, C = u.shape
-    hs = C // NH
-    q, k, v = F.linear(u, p["qkvw"][l], p["qkvb"][l]).split(C, dim=-1)
-    q, k, v = (t.reshape(B, T, NH, hs).transpose(1, 2) for t in (q, k, v))  # (B, NH, T, hs)
-    scores = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
-    causal = torch.ones(T, T, dtype=torch.bool).tril()
-    att = scores.masked_fill(~causal, float("-inf")).softmax(dim=-1)
-    y = (att @ v).transpose(1, 2).reshape(B, T, C)
-    return F.linear(y, p["attprojw"][l], p["attprojb"][l])
-
-
-def mlp(u, p, l, mutate):
-    h = F.linear(u, p["fcw"][l], p["fcb"][l])
-    h = F.gelu(h) if mutate == "gelu-exact" else F.gelu(h, approximate="tanh")
-    return F.linear(h, p["fcprojw"][l], p["fcprojb"][l])
-
-
-def sublayers(p, l, NH, mutate):
-    """(k, F) for the two sub-layers of block l: k = 1 attention (ln1*), k = 2 MLP (ln2*)."""
-    return [(1, lambda u: attention(u, p, l, NH, mutate)), (2, lambda u: mlp(u, p, l, mutate))]
-
-
-def forward(cfg, p, inputs, mutate=None):
-    """The logits (B, T, Vp) of the model with parameters p on inputs (B, T)."""
-    L, NH, layout = cfg["L"], cfg["NH"], cfg["layout"]
-    T = inputs.shape[1]
-    h0 = p["wte"][inputs] + p["wpe"][:T]
-    if layout == "pre":
-        x = h0
-        for l in range(L):
-            for k, Fn in sublayers(p, l, NH, mutate):
-                x = x + Fn(layer_norm(x, p[f"ln{k}w"][l], p[f"ln{k}b"][l]))
-        hf = layer_norm(x, p["lnfw"], p["lnfb"])
-    elif layout == "post":
-        x = h0
-        for l in range(L):
-            for k, Fn in sublayers(p, l, NH, mutate):
-                x = layer_norm(x + Fn(x), p[f"ln{k}w"][l], p[f"ln{k}b"][l])
-        hf = x
-        if mutate == "post-no-final":
-            hf = layer_norm(x, p["ln2w"][L - 1], p["ln2b"][L - 1])
-    elif layout == "mix":  # Mix-LN: the first P blocks Post-LN, the rest Pre-LN, Pre-LN's final LayerNorm
-        P = 0 if mutate == "mix-all-pre" else cfg["setting"]
-        x = h0
-        for l in range(L):
-            for k, Fn in sublayers(p, l, NH, mutate):
-                w, b = p[f"ln{k}w"][l], p[f"ln{k}b"][l]
-                x = layer_norm(x + Fn(x), w, b) if l < P else x + Fn(layer_norm(x, w, b))
-        hf = layer_norm(x, p["lnfw"], p["lnfb"])
-    elif layout == "deepnorm":  # DeepNet: x = LN(alpha x + F(x)), alpha = (2L)^(1/4); no final LayerNorm
-        alpha = 1.0 if mutate == "deepnorm-alpha-1" else (2.0 * L) ** 0.25
-        x = h0
-        for l in range(L):
-            for k, Fn in sublayers(p, l, NH, mutate):
-                x = layer_norm(alpha * x + Fn(x), p[f"ln{k}w"][l], p[f"ln{k}b"][l])
-        hf = x
-    elif layout == "siamese":
-        ablations = cfg["ablations"]
-        x = y = h0
-        for l in range(L):
-            c = 1.0 if ablations & NO_DEPTH_SCALE or mutate == "no-depth-scale" else math.sqrt(2 * (l + 1))
-            for k, Fn in sublayers(p, l, NH, mutate):
-                xh = layer_norm(x, p[f"ln{k}xw"][l], p[f"ln{k}xb"][l])
-                ys = "x" if mutate == "wrong-ln-y" else "y"
-                s = xh + layer_norm(y, p[f"ln{k}{ys}w"][l], p[f"ln{k}{ys}b"][l])
-                if not ablations & NO_LN_IN or mutate == "ln-in-always":
-                    s = layer_norm(s, p[f"ln{k}iw"][l], p[f"ln{k}ib"][l])
-                z = Fn(s)
-                x = xh - z / c if mutate == "siamese-sign" else xh + z / c
-                y = y + z
-        hf = layer_norm(layer_norm(x, p["lnfxw"], p["lnfxb"]) + layer_norm(y, p["lnfyw"], p["lnfyb"]),
-                        p["lnfw"], p["lnfb"])
-    else:
-        raise ValueError(f"no PyTorch model of the layout {layout}")
-    return hf @ p["wte"].t()  # tied output projection: (B, T, Vp), the padded columns included
-
-
-def mean_loss(cfg, logits, targets, mutate=None):
-    V = cfg["V"] if mutate != "padded-softmax" else cfg["Vp"]
-    return F.cross_entropy(logits[..., :V].reshape(-1, V), targets.reshape(-1))
+def planted_model(mutate):
+    """docs/model.py's GPT, or a subclass with the methods that mutation `mutate` replaces (none for the optimizer's
+    mistakes); each replaced method must exist in GPT, so that renaming one there cannot make its mistake vanish"""
+    GPT = model.GPT
+    overrides = {
+        "siamese-sign": {"c_l": lambda m, l: -GPT.c_l(m, l)},  # c_l appears only in x = xh + z / c_l
+        "no-depth-scale": {"c_l": lambda m, l: 1.0},
+        "wrong-ln-y": {"ln": lambda m, name, v, l=None: GPT.ln(m, name[:-1] + "x" if name in ("ln1y", "ln2y")
+                                                               else name, v, l)},
+        "ln-in-always": {"ln_in": lambda m, l, n, v: m.ln(n + "i", v, l)},
+        "post-no-final": {"head_identity": lambda m, x: m.ln("ln2", x, m.cfg.L - 1) if m.cfg.layout == "post" else x},
+        "padded-softmax": {"loss": lambda m, logits, targets: F.cross_entropy(logits.reshape(-1, m.cfg.Vp),
+                                                                              targets.reshape(-1))},
+        "gelu-exact": {"gelu": lambda m, h: F.gelu(h)},
+        "mix-all-pre": {"kind": lambda m, l: "pre" if m.cfg.layout == "mix" else GPT.kind(m, l)},
+        "deepnorm-alpha-1": {"alpha": lambda m: 1.0},
+    }.get(mutate, {})
+    for method in overrides:
+        if not callable(getattr(GPT, method, None)):
+            raise ValueError(f"--mutate {mutate} replaces GPT.{method}, which docs/model.py no longer has")
+    return type(f"GPT_{mutate}", (GPT,), overrides) if overrides else GPT
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -349,59 +270,65 @@ def fmt(err, bound):
     return f"{err:9.1e}{mark:5s}"
 
 
-def run_case(tmp, layout, ablations, setting, dtype, mutate, tally):
+def reference_outputs(tmp, layout, ablations, setting):
+    """runs ref_tool for one case and reads what it wrote: a dict, or an error message"""
     case = layout if ablations == 0 else f"{layout}+{ablations}"
     d = os.path.join(tmp, case)
     os.makedirs(d)
     r = subprocess.run([TOOL, d, layout, str(ablations), str(setting)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        universal_newlines=True)
     if r.returncode != 0:
-        tally.check(False, f"{case}: ref_tool failed")
-        print(f"{case:10s} ref_tool failed (exit {r.returncode}): {r.stdout.strip()}")
-        return
+        return f"{case:10s} ref_tool failed (exit {r.returncode}): {r.stdout.strip()}"
     cfg, shapes, p_np = read_checkpoint(os.path.join(d, "model.bin"))
-    if cfg["layout"] != layout or cfg["ablations"] != ablations or cfg["setting"] != setting:
-        tally.check(False, f"{case}: the checkpoint header says {cfg['layout']}+{cfg['ablations']}")
-        print(f"{case:10s} checkpoint header says layout {cfg['layout']}, ablations {cfg['ablations']}")
-        return
+    if cfg.layout != layout or cfg.ablations != ablations or cfg.setting != setting:
+        return f"{case:10s} checkpoint header says layout {cfg.layout}, ablations {cfg.ablations}"
     inputs_np, targets_np = read_batch(os.path.join(d, "batch.bin"))
     loss_c, norm_c, logits_c, grads_c = read_outputs(os.path.join(d, "out.bin"), shapes)
     cfg_after, _, after_c = read_checkpoint(os.path.join(d, "after_step.bin"))
     if cfg_after != cfg:
         raise ValueError(f"after_step.bin's header {cfg_after} differs from model.bin's {cfg}")
-    V = cfg["V"]
+    return dict(case=case, cfg=cfg, names=[n for n, _ in shapes], p_np=p_np, inputs_np=inputs_np,
+                targets_np=targets_np, loss_c=loss_c, norm_c=norm_c, logits_c=logits_c, grads_c=grads_c,
+                after_c=after_c)
+
+
+def compare(ref, dtype, mutate, tally, out=print):
+    """PyTorch (docs/model.py, or its planted mistake) against the reference's outputs `ref`: each check into
+    `tally`, each row to `out`"""
+    case, cfg, names, grads_c, after_c = ref["case"], ref["cfg"], ref["names"], ref["grads_c"], ref["after_c"]
+    V = cfg.V
 
     # forward and backward in PyTorch
-    params = {n: torch.tensor(a, dtype=dtype, requires_grad=True) for n, a in p_np.items()}
-    inputs = torch.tensor(inputs_np, dtype=torch.long)
-    targets = torch.tensor(targets_np, dtype=torch.long)
-    logits = forward(cfg, params, inputs, mutate)
-    loss = mean_loss(cfg, logits, targets, mutate)
-    names = [n for n, _ in shapes]
+    params = {n: torch.tensor(a, dtype=dtype, requires_grad=True) for n, a in ref["p_np"].items()}
+    inputs = torch.tensor(ref["inputs_np"], dtype=torch.long)
+    targets = torch.tensor(ref["targets_np"], dtype=torch.long)
+    gpt = planted_model(mutate)(cfg, params)
+    logits = gpt.forward(inputs)
+    loss = gpt.loss(logits, targets)
     gs = torch.autograd.grad(loss, [params[n] for n in names], allow_unused=True)
     grads = {n: (g if g is not None else torch.zeros_like(params[n])).detach() for n, g in zip(names, gs)}
     norm = math.sqrt(sum(float((g.double() ** 2).sum()) for g in grads.values()))
 
     def row(tensor, err, bound, extra=""):
         tally.check(err < bound, f"{case} {tensor}")
-        print(f"{case:10s} {tensor:22s} {fmt(err, bound)}{extra}")
+        out(f"{case:10s} {tensor:22s} {fmt(err, bound)}{extra}")
 
-    row("loss", abs(loss_c - float(loss)) / abs(float(loss)), OUT_BOUND)
-    row("logits[:V]", rel_err(logits_c[..., :V], logits.detach()[..., :V]), OUT_BOUND)
-    row("logits[V:Vp] (padded)", rel_err(logits_c[..., V:], logits.detach()[..., V:]), OUT_BOUND)
-    row("grad norm", abs(norm_c - norm) / norm, GRAD_BOUND)
+    row("loss", abs(ref["loss_c"] - float(loss)) / abs(float(loss)), OUT_BOUND)
+    row("logits[:V]", rel_err(ref["logits_c"][..., :V], logits.detach()[..., :V]), OUT_BOUND)
+    row("logits[V:Vp] (padded)", rel_err(ref["logits_c"][..., V:], logits.detach()[..., V:]), OUT_BOUND)
+    row("grad norm", abs(ref["norm_c"] - norm) / norm, GRAD_BOUND)
     pad_c = float(np.abs(grads_c["wte"][V:]).max())
     pad_t = float(grads["wte"][V:].abs().max())
     ok = tally.check(pad_c == 0 and pad_t == 0, f"{case} wte padded rows gradient")
-    print(f"{case:10s} {'grad wte[V:Vp] == 0':22s} {'exact' if ok else f'max {pad_c:.1e} FAIL'}")
+    out(f"{case:10s} {'grad wte[V:Vp] == 0':22s} {'exact' if ok else f'max {pad_c:.1e} FAIL'}")
 
     # the optimizer step, from the reference's own parameters and gradients
-    p_ref = {n: torch.tensor(a, dtype=dtype) for n, a in p_np.items()}
+    p_ref = {n: torch.tensor(a, dtype=dtype) for n, a in ref["p_np"].items()}
     g_ref = {n: torch.tensor(a, dtype=dtype) for n, a in grads_c.items()}
     mine = adamw_step(p_ref, g_ref, 1, mutate)
     theirs = torch_optim_adamw_step(p_ref, g_ref)
 
-    unused = {f"ln{k}i{wb}" for k in (1, 2) for wb in "wb"} if ablations & NO_LN_IN else set()
+    unused = {f"ln{k}i{wb}" for k in (1, 2) for wb in "wb"} if cfg.ablations & NO_LN_IN else set()
     for n in names:
         e_grad = rel_err(grads_c[n], grads[n])
         tally.check(e_grad < GRAD_BOUND, f"{case} grad {n}")
@@ -413,18 +340,21 @@ def run_case(tmp, layout, ablations, setting, dtype, mutate, tally):
         e_opt = rel_err(after_c[n], theirs[n])
         tally.check(e_opt < STEP_BOUND, f"{case} torch.optim {n}")
         note = "" if used_ok else (" (unused, not zero)" if n in unused else " (zero gradient)")
-        print(f"{case:10s} {'grad ' + n:22s} {fmt(e_grad, GRAD_BOUND)}  step {fmt(e_step, STEP_BOUND)}"
-              f"  torch.optim {fmt(e_opt, STEP_BOUND)}{note}")
+        out(f"{case:10s} {'grad ' + n:22s} {fmt(e_grad, GRAD_BOUND)}  step {fmt(e_step, STEP_BOUND)}"
+            f"  torch.optim {fmt(e_opt, STEP_BOUND)}{note}")
 
 
 def main():
-    global torch, F, np
+    global torch, F, np, model
     start = time.time()
     dtype_name, mutate = parse_args(sys.argv[1:])
     try:
         import numpy as np
         import torch
         import torch.nn.functional as F
+        sys.dont_write_bytecode = True  # no docs/__pycache__ left behind
+        sys.path.insert(0, os.path.join(REPO, "docs"))
+        import model  # docs/model.py, the PyTorch model under test
     except ImportError as e:
         report_and_exit(0, 1, f"torch_check: cannot import PyTorch/NumPy with {sys.executable} ({e}); "
                               "install python3-torch (Debian) or run with an interpreter that has torch")
@@ -441,15 +371,33 @@ def main():
           "(ours, torch.optim.AdamW)")
     print(f"{'case':10s} {'tensor':22s} {'rel. error':14s}")
     tally = Tally()
+    refs = []
     with tempfile.TemporaryDirectory(prefix="torch_check_") as tmp:
         for layout, ablations, setting in CASES:
             try:
-                run_case(tmp, layout, ablations, setting, dtype, mutate, tally)
+                ref = reference_outputs(tmp, layout, ablations, setting)
+                if isinstance(ref, str):
+                    tally.check(False, f"{ref.split()[0]}: ref_tool failed")
+                    print(ref)
+                    continue
+                compare(ref, dtype, mutate, tally)
+                refs.append(ref)
             except (ValueError, FileNotFoundError) as e:
                 tally.check(False, f"{layout}+{ablations}: {e}")
                 print(f"{layout}+{ablations}: error: {e}")
     if tally.failures:
         print(f"failed: {', '.join(tally.failures[:20])}{' ...' if len(tally.failures) > 20 else ''}")
+    if not mutate and len(refs) == len(CASES):
+        # every planted mistake must be caught: some comparison above fails with it, in the case it targets
+        print("planted mistakes (each must make a comparison fail in its case):")
+        cases = {ref["case"]: ref for ref in refs}
+        for name, what in MUTATIONS.items():
+            t = Tally()
+            compare(cases[TARGET_CASE.get(name, "pre")], dtype, name, t, out=lambda line: None)
+            tally.check(t.failed > 0, f"--mutate {name} not caught")
+            print(f"  {name:20s} {TARGET_CASE.get(name, 'pre'):10s} " + (
+                f"caught: {t.failed} failed, the first {t.failures[0].split(' ', 1)[1]}" if t.failed else
+                "NOT CAUGHT: every comparison passed FAIL"))
     print(f"({time.time() - start:.1f} s)")
     report_and_exit(tally.passed, tally.failed)
 

@@ -5,7 +5,8 @@
 //   GELU_AUX_BIAS: aux(i, j) = acc + bias(i) (stored at aux[i + j * aux_ld]), D = gelu(acc + bias(i))
 //   DGELU:         D = acc * gelu'(aux(i, j))
 // GELU is the tanh approximation, as cuBLASLt's. The aux leading dimension must be a multiple of 8, as cuBLASLt asks,
-// and every matrix and vector 16-byte aligned (train_gpt2.cu's gemm_epilogue promises both).
+// and every matrix and vector 16-byte aligned (train_gpt2.cu's gemm_epilogue promises both). EMU_LT_HEURISTIC and
+// EMU_LT_MATMUL (below) make the heuristic or the product fail, as they may on a GPU, for the caller's fallback.
 #pragma once
 #include "cublas_v2.h"
 typedef void* cublasLtHandle_t;
@@ -91,8 +92,16 @@ inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtM
                                                      cublasLtMatmulHeuristicResult_t* r, int* found) {
     memset(r, 0, sizeof(*r));
     *found = 1;
-    // EMU_LT_NOT_SUPPORTED=1: answer as cuBLASLt does for a combination it has no kernel for (the caller falls back)
-    if (getenv("EMU_LT_NOT_SUPPORTED")) { *found = 0; return CUBLAS_STATUS_NOT_SUPPORTED; }
+    // EMU_LT_HEURISTIC, read at every call (a test may set it while it runs), makes the heuristic find no usable
+    // algorithm, as cuBLASLt may on a GPU: a status number (15 CUBLAS_STATUS_NOT_SUPPORTED, for a combination it has
+    // no kernel for; 14 INTERNAL_ERROR, 7 INVALID_VALUE, ...: returned, nothing found), "none" (success, but no
+    // algorithm found) or "state" (one found, its state not CUBLAS_STATUS_SUCCESS)
+    const char* fault = getenv("EMU_LT_HEURISTIC");
+    if (fault && *fault) {
+        if (!strcmp(fault, "none")) *found = 0;
+        else if (!strcmp(fault, "state")) r->state = CUBLAS_STATUS_NOT_SUPPORTED;
+        else { *found = 0; return atoi(fault); }
+    }
     return 0;
 }
 EMU_INLINE float emu_gelu(float x) {
@@ -108,6 +117,10 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, c
                                      cublasLtMatrixLayout_t la, const void* B, cublasLtMatrixLayout_t lb,
                                      const void* beta, const void* C, cublasLtMatrixLayout_t lc, void* D,
                                      cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t*, void*, size_t, int) {
+    // EMU_LT_MATMUL=<status number>, read at every call: the product fails with that status and writes nothing (a
+    // cuBLASLt kernel that does not launch), for the program's handling of it
+    const char* fault = getenv("EMU_LT_MATMUL");
+    if (fault && *fault) return atoi(fault);
     int m = (int)ld->rows, n = (int)ld->cols;
     int k = (int)(d->ta == CUBLAS_OP_N ? la->cols : la->rows);
     if ((d->tb == CUBLAS_OP_N ? lb->rows : lb->cols) != (uint64_t)k || lc->rows != ld->rows || C != D ||

@@ -6,7 +6,15 @@
 #include "cuda_runtime.h"
 #include "cuda_bf16.h"
 typedef int cublasStatus_t;
+// cuBLAS's status codes (cublas_api.h), so that a program's handling of each can be tried (cublasLt.h's EMU_LT_*)
 #define CUBLAS_STATUS_SUCCESS 0
+#define CUBLAS_STATUS_NOT_INITIALIZED 1
+#define CUBLAS_STATUS_ALLOC_FAILED 3
+#define CUBLAS_STATUS_INVALID_VALUE 7
+#define CUBLAS_STATUS_ARCH_MISMATCH 8
+#define CUBLAS_STATUS_MAPPING_ERROR 11
+#define CUBLAS_STATUS_EXECUTION_FAILED 13
+#define CUBLAS_STATUS_INTERNAL_ERROR 14
 #define CUBLAS_STATUS_NOT_SUPPORTED 15
 typedef void* cublasHandle_t;
 enum cublasOperation_t { CUBLAS_OP_N, CUBLAS_OP_T };
@@ -14,7 +22,20 @@ enum cublasComputeType_t { CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32 };
 enum cudaDataType_t { CUDA_R_32F, CUDA_R_16BF };
 enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT };
 enum cublasMath_t { CUBLAS_DEFAULT_MATH, CUBLAS_TF32_TENSOR_OP_MATH };
-inline const char* cublasGetStatusString(cublasStatus_t) { return "emulated"; }
+inline const char* cublasGetStatusString(cublasStatus_t s) {
+    switch (s) {
+        case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+        case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+        case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+        case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+        case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+        case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+        case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+        case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+        case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+        default: return "CUBLAS_STATUS_UNKNOWN (emulated)";
+    }
+}
 inline cublasStatus_t cublasCreate(cublasHandle_t* h) { *h = nullptr; return 0; }
 inline cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return 0; }
 inline long long emu_gemm_calls;

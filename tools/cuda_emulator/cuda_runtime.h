@@ -18,6 +18,9 @@
 // cuBLAS's algorithm choice, memory ordering beyond its barrier model (global memory between blocks or between
 // warps, atomics, fences), registers and __launch_bounds__. tests/gpu_check.sh on a GPU covers those.
 #pragma once
+// defined in every program built for the emulator (tools/cuda_emulator/emucc): a test may use what only the emulator
+// can do (cublasLt.h's EMU_LT_* faults), and must leave that out on a GPU
+#define CUDA_EMULATOR 1
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
