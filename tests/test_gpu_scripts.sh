@@ -204,7 +204,7 @@ check "sanitizer_report: a clean log is clean; a library's only finding is not o
 # arrive, and a failure planted in a test program and a sanitizer's finding in our kernel fail the check
 M="$W/mock"
 mkdir -p "$M/bin" "$M/include" "$M/tree"
-git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$M/tree" 2> /dev/null
+tree_git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$M/tree" 2> /dev/null
 : > "$M/include/cudnn.h"  # cuDNN "with the toolkit" (beside the stand-in nvcc)
 cat > "$M/bin/nvidia-smi" << 'SH'
 #!/bin/sh
@@ -306,10 +306,19 @@ else
 fi
 SH
 chmod +x "$M/bin"/* "$M/program"
+# where this machine has no nvcc, gpu-prep fetched no cuDNN frontend: the stand-ins' prepared folder gets a stand-in
+# of its header, so that the cuDNN steps run on the stand-ins there too
+MOCK_PREP=$PREP
+if [ ! -f "$PREP/cudnn-frontend/include/cudnn_frontend.h" ]; then
+    mkdir -p "$M/tree/.deps/cudnn-frontend/include" "$M/tree/data/kjv"
+    : > "$M/tree/.deps/cudnn-frontend/include/cudnn_frontend.h"
+    cp data/kjv/kjv_*.bin "$M/tree/data/kjv/" && (cd "$M/tree" && bash tests/gpu_prep.sh "$M/prep" > /dev/null) &&
+        MOCK_PREP="$M/prep"
+fi
 mock_check() {  # OUTDIR ENV...: the check in the tree copy on the stand-ins
     local out=$1
     shift
-    (cd "$M/tree" && env PATH="$M/bin:$PATH" MOCK="$M" TORCH_PY="$M/bin/torchpy" GPU_PREP="$PREP" OUT="$out" "$@" \
+    (cd "$M/tree" && env PATH="$M/bin:$PATH" MOCK="$M" TORCH_PY="$M/bin/torchpy" GPU_PREP="$MOCK_PREP" OUT="$out" "$@" \
         bash tests/gpu_check.sh > "$out.txt" 2>&1; echo $? > "$out.rc")
 }
 # one run, two failures planted (the unfiltered tests/test_gpu_bf16 fails; memcheck finds one in our kernel): every
