@@ -107,11 +107,21 @@ def tokens_to_uint16(tokens, vocab_size):
 
 
 def atomic_write(path, data):
-    """Write to a temporary name, then rename: a crash never leaves a half-written file."""
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    """Write to a temporary name, then rename: a crash never leaves a half-written file, and a write or rename that
+    fails (a full disk, a file-size limit, ^C) removes the temporary file."""
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException as e:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise PrepError("cannot write %s: %s" % (path, e.strerror or e))
+        raise
 
 
 def write_shard(path, tokens, vocab_size):
@@ -211,21 +221,48 @@ def already_prepared(out_dir, name, settings, force):
     return True
 
 
+def parents(path):
+    """path and the folders above it, deepest first: a/b/c -> a/b/c, a/b, a"""
+    out = []
+    path = os.path.normpath(path)
+    while path and path not in (os.sep, os.curdir) and path not in out:
+        out.append(path)
+        path = os.path.dirname(path)
+    return out
+
+
 def write_outputs(out_dir, name, settings, train, val, pieces, eot, extra=None):
     """Write the two shards, the tokenizer and the info file (last, it marks completion)."""
     if len(train) == 0 or len(val) == 0:
         raise PrepError("%s: the train or val split is empty (train %d, val %d tokens); "
                         "the input is too small" % (name, len(train), len(val)))
-    os.makedirs(out_dir, exist_ok=True)
+    made = [d for d in parents(out_dir) if not os.path.isdir(d)]  # what a failure below removes again
     paths = output_paths(out_dir, name)
     vocab = len(pieces)
-    write_shard(paths["train.bin"], train, vocab)
-    write_shard(paths["val.bin"], val, vocab)
-    write_tokenizer(paths["tokenizer.bin"], pieces, eot)
-    info = {"settings": settings, "vocab_size": vocab, "eot_token": eot,
-            "train_tokens": len(train), "val_tokens": len(val)}
-    info.update(extra or {})
-    atomic_write(paths["info.json"], (json.dumps(info, indent=2) + "\n").encode())
+    written = []
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        for kind, write in (("train.bin", lambda p: write_shard(p, train, vocab)),
+                            ("val.bin", lambda p: write_shard(p, val, vocab)),
+                            ("tokenizer.bin", lambda p: write_tokenizer(p, pieces, eot))):
+            write(paths[kind])
+            written.append(paths[kind])
+        info = {"settings": settings, "vocab_size": vocab, "eot_token": eot,
+                "train_tokens": len(train), "val_tokens": len(val)}
+        info.update(extra or {})
+        atomic_write(paths["info.json"], (json.dumps(info, indent=2) + "\n").encode())
+    except BaseException:  # no half-prepared dataset: what this call wrote goes, and the folders it made
+        for path in written:
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+        for d in made:  # deepest first
+            try:
+                os.rmdir(d)
+            except OSError:
+                break
+        raise
     print("%s: wrote %s (train %d tokens, val %d tokens = %.1f%%, vocab %d, eot %d)"
           % (name, out_dir, len(train), len(val), 100.0 * len(val) / (len(train) + len(val)),
              vocab, eot))

@@ -10,7 +10,6 @@ Writes RESULTS.csv (one row per run), RESULTS_curves.csv (accuracy at every vali
     /usr/bin/python3 experiments/addition.py                  # CPU default: 2-digit operands, L=8 C=64, 2 seeds
     /usr/bin/python3 experiments/addition.py --gpu            # GPT-2 small (d12) on ./train_gpt2cu, 4 digits
 """
-import argparse
 import math
 import os
 import subprocess
@@ -44,7 +43,7 @@ def ensure_data(digits):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = common.ArgumentParser(description=__doc__.split("\n\n")[0])
     common.common_arguments(p, "docs/results/addition")
     p.add_argument("--variants", default="pre,post,siamese", help="default: %(default)s")
     p.add_argument("--seeds", help="comma-separated initialization seeds (default %s)" % CPU["seeds"])
@@ -179,4 +178,4 @@ def plot(args, runs, variants, seeds):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(common.run_main(main))

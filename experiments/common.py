@@ -7,8 +7,10 @@ again only redoes what changed (--fresh redoes everything). run.json in that dir
 exit status and how it ended: "ok", "diverged" (the trainer's own `error: ... diverged`, exit 1: a result, not a
 failure of the script) or "error" (anything else: the script reports it and exits 1 at the end).
 """
+import argparse
 import csv
 import ctypes
+import errno
 import hashlib
 import json
 import math
@@ -28,6 +30,26 @@ PLOT_PYTHON = "/usr/bin/python3"  # Debian's, with python3-matplotlib and numpy
 
 
 PLOTS = True  # False: no matplotlib here and --no-plot given; CSVs and tables only
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line and exit status 1, like every other error of the scripts."""
+
+    def error(self, message):
+        sys.exit("error: %s (see %s --help)" % (message, self.prog))
+
+
+def run_main(main):
+    """A script's main(), whose failures to read or write (a full disk, a file-size limit, a results folder that
+    is a file) and ^C are one error line and exit status 1, not a traceback."""
+    try:
+        return main()
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+    except OSError as e:
+        where = " '%s'" % e.filename if getattr(e, "filename", None) else ""
+        print("error: cannot write or read%s (%s)" % (where, e.strerror or e), file=sys.stderr)
+    return 1
 
 
 def use_plotting_python():
@@ -80,6 +102,14 @@ def parse_floats(text):
         return [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
         sys.exit("error: '%s' is not a comma-separated list of numbers" % text)
+
+
+def number(text, default=math.inf):
+    """A number from a CSV cell, `default` if it is none ('', '?', 'nan' text)."""
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return default
 
 
 def fmt_lr(lr):
@@ -292,12 +322,42 @@ def unigram_loss(train_shard, val_shard):
     return -sum(c * math.log((train.get(t, 0) + 1.0) / (n + V)) for t, c in val.items()) / sum(val.values())
 
 
+def write_whole(path, write):
+    """write(name) writes the file under a temporary name, renamed to `path` once complete: a write that fails (a
+    full disk, a file-size limit, ^C) leaves neither a partial file nor the temporary one."""
+    folder = os.path.dirname(path) or "."
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except FileExistsError:  # a file where a folder of the path should be
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), folder) from None
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException as e:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError) and not e.filename:
+            raise OSError(e.errno, e.strerror, path) from None
+        raise
+
+
+def write_text(path, text):
+    def write(name):
+        with open(name, "w") as f:
+            f.write(text)
+    write_whole(path, write)
+
+
 def write_csv(path, header, rows):
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
+    def write(name):
+        with open(name, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(header)
+            w.writerows(rows)
+    write_whole(path, write)
     print("wrote %s" % path)
 
 
@@ -312,14 +372,13 @@ def emit_table(path, title, header, rows):
     """Prints a markdown table and keeps the same text in `path` (docs quote it from there, digit for digit)."""
     text = "%s\n\n%s\n" % (title, markdown_table(header, rows))
     print("\n" + text)
-    with open(path, "w") as f:
-        f.write(text)
+    write_text(path, text)
     print("wrote %s" % path)
 
 
 def save_figure(fig, path):
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    fmt = os.path.splitext(path)[1][1:] or "png"
+    write_whole(path, lambda name: fig.savefig(name, dpi=110, bbox_inches="tight", format=fmt))
     print("wrote %s" % path)
 
 

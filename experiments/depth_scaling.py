@@ -30,7 +30,6 @@ Spikes: the train loss rising more than --spike nats above its running minimum, 
 has first come down to the unigram baseline (common.spike_start): before that the model is still learning the token
 frequencies and a rise is part of the initial noise, not an instability.
 """
-import argparse
 import math
 import os
 import statistics
@@ -219,14 +218,13 @@ def probe(args, r):
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     spent = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if spent > 0.5 or not os.path.exists(cost):
-        with open(cost, "w") as f:
-            f.write("%.1f\n" % spent)
+        common.write_text(cost, "%.1f\n" % spent)
     with open(cost) as f:
-        return rows, float(f.read())
+        return rows, common.number(f.read(), 0.0)
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = common.ArgumentParser(description=__doc__.split("\n\n")[0])
     common.common_arguments(p, "docs/results/depth_scaling")
     p.add_argument("--phase", choices=("search", "all"), default="all",
                    help="search: step 1 and the boundary runs only; all: every step (default)")
@@ -706,4 +704,4 @@ def plot_drop(args, drops):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(common.run_main(main))

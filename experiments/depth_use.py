@@ -20,7 +20,6 @@ RESULTS_balance.png, RESULTS_lens.png and RESULTS.md (the printed tables).
     /usr/bin/python3 experiments/depth_use.py --gpu    # d12 models from ./train_gpt2cu; the probe still runs on
                                                        # the CPU (slow at d12: hours on a few cores)
 """
-import argparse
 import json
 import math
 import os
@@ -99,8 +98,7 @@ def run_probe(ckpt, val, args, extra=()):
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=common.REPO)
     if res.returncode != 0:
         sys.exit("error: %s failed: %s" % (" ".join(cmd), res.stderr.strip().splitlines()[-1:]))
-    with open(cache, "w") as f:
-        f.write("# " + key + "\n" + res.stdout)
+    common.write_text(cache, "# " + key + "\n" + res.stdout)  # whole or not at all: a cut one would be read back
     return parse_probe(res.stdout.splitlines())
 
 
@@ -114,7 +112,7 @@ def parse_probe(lines):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = common.ArgumentParser(description=__doc__.split("\n\n")[0])
     common.common_arguments(p, "docs/results/depth_use")
     p.add_argument("--variants", default=",".join(common.VARIANTS), help="default: %(default)s")
     p.add_argument("--lr", type=float, help="peak lr of the models (CPU default %g, GPU %g)"
@@ -320,4 +318,4 @@ def plot(args, results, L):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(common.run_main(main))

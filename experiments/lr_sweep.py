@@ -15,7 +15,6 @@ RESULTS_curves.csv keeps every run's train and val loss, so that a sweep can be 
 A run whose final val loss is not below the unigram baseline (the loss of token frequencies alone) - 0.05 learned
 nothing from context: "stuck" (marked with a square, and * in the table).
 """
-import argparse
 import math
 import os
 import sys
@@ -65,7 +64,7 @@ def build_runs(args, variants, lrs):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = common.ArgumentParser(description=__doc__.split("\n\n")[0])
     common.common_arguments(p, "docs/results/lr_sweep")
     p.add_argument("--lrs", help="peak learning rates (CPU default %s; GPU %s)" % (CPU["lrs"], GPU["lrs"]))
     p.add_argument("--variants", default=",".join(common.VARIANTS), help="default: %(default)s")
@@ -223,4 +222,4 @@ def plot(args, runs, variants, lrs, unigram):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(common.run_main(main))

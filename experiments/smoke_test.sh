@@ -57,6 +57,29 @@ $PY experiments/lr_sweep.py "${TINY[@]}" --variants pre,siamese --lrs 1e-3,1e30 
     > "$TMP/lr2.out" 2>&1
 grep -q "0 of 4 to run (4 cached)" "$TMP/lr2.out" && cmp -s "$TMP/res/lr.md" "$TMP/lr_first.md" \
     && ok "a second lr_sweep reuses the cached runs" || bad "lr_sweep cache" "$(head -n 2 "$TMP/lr2.out")"
+# what a script cannot read or write is one error line and exit status 1 (they were tracebacks, or argparse's two
+# lines), and a results file is written whole or not at all (the runs are cached: nothing trains here)
+one_error() {  # NAME PATTERN CMD...
+    local name=$1 pattern=$2
+    shift 2
+    "$@" > /dev/null 2> "$TMP/err"
+    local rc=$?
+    if [ $rc -eq 1 ] && [ "$(wc -l < "$TMP/err")" -eq 1 ] && grep -qE "^error: .*$pattern" "$TMP/err"; then
+        ok "$name: $(cat "$TMP/err")"
+    else bad "$name" "exit status $rc: $(head -c 300 "$TMP/err")"; fi
+}
+one_error "lr_sweep: a usage error" "argument --lrs: expected one argument" $PY experiments/lr_sweep.py --lrs
+: > "$TMP/a_file"
+one_error "lr_sweep: --results in a folder that is a file" "cannot write or read .*a_file.*Not a directory" \
+    $PY experiments/lr_sweep.py "${TINY[@]}" --variants pre,siamese --lrs 1e-3,1e30 --results "$TMP/a_file/lr"
+mkdir "$TMP/limited"
+one_error "lr_sweep: a file-size limit (ulimit -f 24 KiB: the plots do not fit)" "cannot write or read .*File too large" \
+    bash -c "ulimit -f 24; exec $PY experiments/lr_sweep.py ${TINY[*]} --variants pre,siamese --lrs 1e-3,1e30 --results $TMP/limited/lr"
+if ! ls "$TMP"/limited/*.tmp* > /dev/null 2>&1 && [ ! -e "$TMP/limited/lr.png" ]; then
+    ok "... and leaves no partial file ($(ls "$TMP/limited" | tr '\n' ' '))"
+else bad "a file-size limit" "it left $(ls "$TMP/limited" | tr '\n' ' ')"; fi
+head -c 2000 /bin/sh > "$TMP/binary.csv"
+one_error "spike_recount: a binary file as the sweep's CSV" "is not a CSV" $PY experiments/spike_recount.py "$TMP/binary.csv"
 
 # ---- depth_use: the three layouts and one ablation, probed
 $PY experiments/depth_use.py "${TINY[@]}" --variants pre,post,siamese,siamese-no-ln-in --lr 1e-3 \

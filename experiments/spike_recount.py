@@ -11,7 +11,6 @@ definition), or the run's own main.log where its run_dir still exists. A run wit
 old CSV recorded (its largest rise from step 0 and that step): if that rise is below the threshold, so is the new
 one (it is the largest over a subset of the same steps); otherwise the verdict is "cannot be recounted".
 """
-import argparse
 import csv
 import os
 import sys
@@ -20,24 +19,41 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
 
+def read_csv(path, columns):
+    """The rows of a CSV of lr_sweep's, which must have `columns`; one error line if it cannot be read as one."""
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as e:
+        sys.exit("error: cannot read %s: %s" % (path, e.strerror or e))
+    except (UnicodeDecodeError, csv.Error) as e:
+        sys.exit("error: %s is not a CSV (%s)" % (path, e))
+    missing = [c for c in columns if rows and c not in rows[0]]
+    if not rows or missing:
+        sys.exit("error: %s is not an lr_sweep CSV (%s)" % (path, "no rows" if not rows else
+                                                            "no column " + ", ".join(missing)))
+    return rows
+
+
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = common.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("sweep_csv")
     p.add_argument("--curves", help="the sweep's _curves.csv (default: beside the CSV, if there)")
     p.add_argument("--unigram", type=float, default=None,
                    help="the unigram baseline (default: from the KJV shards, data/kjv/kjv_{train,val}.bin)")
     p.add_argument("--spike", type=float, default=1.0, help="threshold in nats (default 1.0)")
     args = p.parse_args()
-    try:
-        rows = list(csv.DictReader(open(args.sweep_csv)))
-    except OSError as e:
-        sys.exit("error: cannot read %s: %s" % (args.sweep_csv, e.strerror))
+    rows = read_csv(args.sweep_csv, ("variant", "lr"))
     curves_path = args.curves or args.sweep_csv[:-4] + "_curves.csv"
     curves = {}
     if os.path.exists(curves_path):
-        for r in csv.DictReader(open(curves_path)):
+        for r in read_csv(curves_path, ("split", "variant", "lr", "step", "loss")):
             if r["split"] == "train":
-                curves.setdefault((r["variant"], r["lr"]), []).append((int(r["step"]), float(r["loss"])))
+                try:
+                    curves.setdefault((r["variant"], r["lr"]), []).append((int(r["step"]), float(r["loss"])))
+                except ValueError:
+                    sys.exit("error: %s is not a sweep's curves CSV: step %r, loss %r" % (curves_path, r["step"],
+                                                                                          r["loss"]))
     unigram = args.unigram
     if unigram is None:
         os.chdir(common.REPO)
@@ -51,7 +67,7 @@ def main():
         old = "%s @%s" % (r.get("max_loss_rise", "?"), r.get("max_rise_step", "?"))
         if train is None:
             # the old rise was the largest over every step, so it bounds the new one (a subset of the steps)
-            if float(r.get("max_loss_rise", "inf")) <= args.spike:
+            if common.number(r.get("max_loss_rise", "inf")) <= args.spike:
                 verdict = "none (no curve, but the old largest rise bounds the new one)"
             else:
                 unknown += 1
@@ -73,4 +89,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(common.run_main(main))

@@ -81,8 +81,9 @@ static FILE* checkpoint_open(const char* path, GPT2Config* config) {
     c.norm = header[8];
     c.ablations = header[9];
     c.layout_setting = header[10];
-    if (c.max_seq_len < 1 || c.max_seq_len > 1 << 20 || c.num_layers < 1 || c.num_layers > 1024 || c.channels < 1 ||
-        c.channels > 1 << 16 || c.num_heads < 1 || c.padded_vocab_size < 1 || c.padded_vocab_size > 1 << 20)
+    if (c.max_seq_len < 1 || c.max_seq_len > MAX_SEQ_LEN || c.num_layers < 1 || c.num_layers > MAX_LAYERS ||
+        c.channels < 1 || c.channels > MAX_CHANNELS || c.num_heads < 1 || c.padded_vocab_size < 1 ||
+        c.padded_vocab_size > MAX_PADDED_VOCAB)
         fail("'%s' has an implausible header (maxT=%d V=%d L=%d NH=%d C=%d Vp=%d)", path, c.max_seq_len,
              c.vocab_size, c.num_layers, c.num_heads, c.channels, c.padded_vocab_size);
     for (int i = 11; i < HEADER_INTS; i++)

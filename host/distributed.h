@@ -109,7 +109,7 @@ static void dist_finalize() {
 // An error every rank found at the same point (flags, the batch split, disagreeing ranks): rank 0 says it once and
 // all ranks stop together. An error of one rank alone is fail(): mpirun then stops the others.
 [[noreturn]] static void dist_fail_together(const char* fmt, ...) {
-    remove_pending_tmp();
+    remove_debris();
     if (dist.rank == 0) {
         va_list ap;
         va_start(ap, fmt);

@@ -4,6 +4,7 @@ host/flags.h: the command-line flags both trainers take, llm.c's letters where t
 for (a new shape, or one that must agree with a loaded checkpoint).
 */
 #pragma once
+#include <cfloat>
 #include <cmath>
 #include <string>
 #include <glob.h>
@@ -59,7 +60,8 @@ static void print_usage(const char* program) {
             "  -s N        sample every N steps (default 20)     -g N  tokens to sample (default 64)\n"
             "  --prompt TEXT       samples continue TEXT; with -x 0 the trainer only samples (no data needed):\n"
             "                      ./reference_cpu -e CKPT -x 0 --prompt \"In the beginning\" -g 200\n"
-            "  --temperature F     of the samples (default 1; 0 takes the most likely token)\n"
+            "                      (-y 1 -o RUN instead of -e: from the run's latest complete checkpoint)\n"
+            "  --temperature F     softmax(logits / F) (default 1; 0 takes the most likely token)\n"
             "  --top-k N           sample among the N most likely tokens only (default 0: all)\n"
             "  -n N        checkpoint every N steps, and always at the end when -o is given (default 0)\n"
             "  -y 0|1      resume from the latest checkpoint in -o (default 0); a larger -x extends the run\n"
@@ -93,14 +95,18 @@ static double parse_double(const char* flag, const char* s) {
     char* end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end || !std::isfinite(v)) fail("flag %s expects a number, got '%s'", flag, s);
+    int underflow = errno == ERANGE && std::fabs(v) <= DBL_MIN;  // 1e-320: a number, if a tiny one
+    if ((errno && !underflow) || end == s || *end || !std::isfinite(v))
+        fail("flag %s expects a number, got '%s'", flag, s);
     return v;
 }
 
-// the model-shape flags: a number >= 1 (0 is no shape; leaving the flag out gives the default)
-static int parse_positive(const char* flag, const char* s) {
+// the model-shape flags: a number from 1 (0 is no shape; leaving the flag out gives the default) to the largest
+// the checkpoint loader accepts in a header (host/model_config.h), so that no size computed from them wraps around
+static int parse_shape(const char* flag, const char* s, long largest, const char* why) {
     long v = parse_int(flag, s);
     if (v < 1) fail("flag %s must be at least 1, got %ld", flag, v);
+    if (v > largest) fail("flag %s must be at most %ld (%s), got %ld", flag, largest, why, v);
     return (int)v;
 }
 
@@ -152,18 +158,19 @@ static TrainOptions parse_options(int argc, char** argv) {
         else if (!strcmp(f, "--norm")) o.norm = parse_norm(v);
         else if (setting_flag_layout(f) >= 0)
             o.setting_layout = setting_flag_layout(f), o.setting_value = parse_double(f, v);
-        else if (!strcmp(f, "--layers")) o.layers = parse_positive(f, v);
-        else if (!strcmp(f, "--channels")) o.channels = parse_positive(f, v);
-        else if (!strcmp(f, "--heads")) o.heads = parse_positive(f, v);
-        else if (!strcmp(f, "--max-seq-len")) o.max_seq_len = parse_positive(f, v);
-        else if (!strcmp(f, "--vocab")) o.vocab = parse_positive(f, v);
+        else if (!strcmp(f, "--layers")) o.layers = parse_shape(f, v, MAX_LAYERS, "the most layers a model may have");
+        else if (!strcmp(f, "--channels")) o.channels = parse_shape(f, v, MAX_CHANNELS, "the widest a model may be");
+        else if (!strcmp(f, "--heads")) o.heads = parse_shape(f, v, MAX_CHANNELS, "the channels it divides");
+        else if (!strcmp(f, "--max-seq-len"))
+            o.max_seq_len = parse_shape(f, v, MAX_SEQ_LEN, "the longest sequence a model may take");
+        else if (!strcmp(f, "--vocab")) o.vocab = parse_shape(f, v, MAX_VOCAB, "the uint16 token shards' limit");
         else if (!strcmp(f, "--prompt")) o.prompt = v;
         else if (!strcmp(f, "--temperature")) o.temperature = parse_double(f, v);
         else if (!strcmp(f, "--top-k")) o.top_k = (int)parse_int(f, v);
         else if (!strcmp(f, "--seed")) o.seed = (uint64_t)parse_int(f, v);
         else if (!strcmp(f, "--grad-clip")) o.grad_clip = parse_double(f, v);
-        else if (!strcmp(f, "-b")) o.B = (int)parse_int(f, v);
-        else if (!strcmp(f, "-t")) o.T = (int)parse_int(f, v);
+        else if (!strcmp(f, "-b")) o.B = parse_shape(f, v, MAX_BATCH_TOKENS, "the most tokens a micro-batch may hold");
+        else if (!strcmp(f, "-t")) o.T = parse_shape(f, v, MAX_SEQ_LEN, "the longest sequence a model may take");
         else if (!strcmp(f, "-d")) o.total_batch = (int)parse_int(f, v);
         else if (!strcmp(f, "-l")) o.lr = parse_double(f, v);
         else if (!strcmp(f, "-u")) o.warmup = (int)parse_int(f, v);
@@ -183,16 +190,17 @@ static TrainOptions parse_options(int argc, char** argv) {
         else if (!strcmp(f, "--eval-answers")) o.eval_answers = (int)parse_int(f, v);
         else fail("unknown flag '%s' (see -h)", f);
     }
-    if (o.B < 1 || o.T < 1) fail("-b and -t must be positive (got %d, %d)", o.B, o.T);
-    if ((long long)o.B * o.T > (1LL << 30)) fail("-b * -t = %lld is too large", (long long)o.B * o.T);
+    if ((long long)o.B * o.T > MAX_BATCH_TOKENS)
+        fail("-b * -t = %lld is more than %lld, the most tokens a micro-batch may hold", (long long)o.B * o.T,
+             (long long)MAX_BATCH_TOKENS);
     if (o.total_batch == -1) o.total_batch = o.B * o.T;
     if (o.total_batch < 1 || o.total_batch % (o.B * o.T) != 0)
         fail("-d %d must be a positive multiple of b*t = %d", o.total_batch, o.B * o.T);
-    if (o.lr < 0) fail("-l must be >= 0");
+    if (o.lr < 0) fail("-l must be >= 0, got %s", shortest(o.lr).c_str());
     if (o.warmup < 0) fail("-u must be >= 0");
-    if (o.final_frac < 0 || o.final_frac > 1) fail("-q must lie in [0, 1]");
-    if (o.weight_decay < 0) fail("-c must be >= 0");
-    if (o.grad_clip < 0) fail("--grad-clip must be >= 0 (0 turns clipping off)");
+    if (o.final_frac < 0 || o.final_frac > 1) fail("-q must lie in [0, 1], got %s", shortest(o.final_frac).c_str());
+    if (o.weight_decay < 0) fail("-c must be >= 0, got %s", shortest(o.weight_decay).c_str());
+    if (o.grad_clip < 0) fail("--grad-clip must be >= 0 (0 turns clipping off), got %s", shortest(o.grad_clip).c_str());
     if (o.max_steps < -1) fail("-x must be >= 0, or -1 for one epoch");
     if (o.val_every < 0 || o.val_steps < 1) fail("-v must be >= 0 and -m >= 1");
     if (o.sample_every < 0 || o.gen_tokens < 1) fail("-s must be >= 0 and -g >= 1");
@@ -205,7 +213,10 @@ static TrainOptions parse_options(int argc, char** argv) {
     if (o.out_dir && !*o.out_dir) fail("-o needs a directory name (got an empty one)");
     if (o.start_over && o.resume) fail("--start-over and -y 1 contradict each other");
     if (o.start_over && !o.out_dir) fail("--start-over needs -o <dir>");
-    if (o.temperature < 0) fail("--temperature must be >= 0");
+    if (o.temperature < 0) fail("--temperature must be >= 0, got %s", shortest(o.temperature).c_str());
+    if (o.max_steps == 0 && o.prompt && o.out_dir && !o.resume)
+        fail("-x 0 --prompt only samples and writes nothing: give -y 1 to sample from the latest checkpoint in -o, "
+             "or drop -o");
     if (o.top_k < 0) fail("--top-k must be >= 0");
     if (o.prompt && !*o.prompt) fail("--prompt needs some text");
     if (o.eval_answers < 0) fail("--eval-answers must be >= 0");
@@ -264,8 +275,8 @@ static void check_loaded_config(const GPT2Config& c, const TrainOptions& o) {
     if (o.ablations && o.ablations != c.ablations)
         fail("ablation flags differ from the checkpoint's (header[9] = %d)", c.ablations);
     if (o.setting_layout >= 0 && layout_setting_from_flags(o, c.norm, c.num_layers) != c.layout_setting)
-        fail("%s %g gives another %s than the checkpoint's (header[10] = %d)", layout_of(c).setting.flag,
-             o.setting_value, layout_of(c).setting.meaning, c.layout_setting);
+        fail("%s %s gives another %s than the checkpoint's (header[10] = %d)", layout_of(c).setting.flag,
+             shortest(o.setting_value).c_str(), layout_of(c).setting.meaning, c.layout_setting);
     int L, C, NH;
     requested_shape(o, &L, &C, &NH);
     if ((L && L != c.num_layers) || (C && C != c.channels) || (NH && NH != c.num_heads) ||

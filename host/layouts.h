@@ -115,11 +115,11 @@ static const LayoutSetting NO_SETTING = {nullptr, nullptr, nullptr, 0, nullptr, 
 // header[10] = P, 1..L (0 would be Pre-Norm: that is --norm pre).
 static SubLayerKind mix_kind(int s, int, int post_blocks) { return s / 2 < post_blocks ? SUBLAYER_POST : SUBLAYER_PRE; }
 static int mix_post_blocks(double alpha, int L) {
-    if (!(alpha > 0 && alpha <= 1)) fail("--mix-alpha must be in (0, 1], got %g", alpha);
+    if (!(alpha > 0 && alpha <= 1)) fail("--mix-alpha must be in (0, 1], got %s", shortest(alpha).c_str());
     int P = (int)std::floor(alpha * L + 1e-9);  // the paper's floor(alpha L); 1e-9: 0.25 * 4 is 1, not 0.999..
     if (P < 1)
-        fail("--mix-alpha %g at %d layers gives no Post-LN block (floor(alpha L) = 0): raise it to %g or more, or "
-             "use --norm pre", alpha, L, 1.0 / L);
+        fail("--mix-alpha %s at %d layers gives no Post-LN block (floor(alpha L) = 0): raise it to %s or more, or "
+             "use --norm pre", shortest(alpha).c_str(), L, shortest(1.0 / L).c_str());
     return P;
 }
 static int mix_valid(int P, int L) { return P >= 1 && P <= L; }

@@ -32,6 +32,12 @@ typedef struct {
     int layout_setting;     // the layout's own setting, header[10]: 0 = none (see LayoutSetting)
 } GPT2Config;
 
+// The largest model and micro-batch: what the checkpoint loader accepts in a header (host/checkpoint.h) and the
+// shape flags accept (host/flags.h), so that every count of parameters, activations and bytes fits in 64 bits.
+static const int MAX_LAYERS = 1024, MAX_CHANNELS = 1 << 16, MAX_SEQ_LEN = 1 << 20, MAX_VOCAB = 65536;
+static const int MAX_PADDED_VOCAB = 1 << 20;       // a header's Vp (llm.c pads GPT-2's 50257 to 50304)
+static const int MAX_BATCH_TOKENS = 1 << 30;       // -b * -t
+
 static int pad_vocab(int V) { return (V + 127) / 128 * 128; }
 
 // a model shape, the padded vocabulary derived from V
@@ -188,8 +194,12 @@ static void validate_config(const GPT2Config& c) {
     if (c.num_layers < 1 || c.channels < 1 || c.num_heads < 1 || c.max_seq_len < 1 || c.vocab_size < 1)
         fail("model shape must be positive (L=%d C=%d NH=%d maxT=%d V=%d)", c.num_layers, c.channels, c.num_heads,
              c.max_seq_len, c.vocab_size);
+    if (c.num_layers > MAX_LAYERS || c.channels > MAX_CHANNELS || c.max_seq_len > MAX_SEQ_LEN ||
+        c.padded_vocab_size > MAX_PADDED_VOCAB)
+        fail("model shape beyond the limits (L=%d C=%d maxT=%d Vp=%d; at most L=%d C=%d maxT=%d Vp=%d)", c.num_layers,
+             c.channels, c.max_seq_len, c.padded_vocab_size, MAX_LAYERS, MAX_CHANNELS, MAX_SEQ_LEN, MAX_PADDED_VOCAB);
     if (c.channels % c.num_heads != 0) fail("channels (%d) must be divisible by heads (%d)", c.channels, c.num_heads);
-    if (c.vocab_size > 65536) fail("vocabulary %d does not fit the uint16 token shards", c.vocab_size);
+    if (c.vocab_size > MAX_VOCAB) fail("vocabulary %d does not fit the uint16 token shards", c.vocab_size);
     if (c.padded_vocab_size < c.vocab_size) fail("padded vocabulary %d < vocabulary %d", c.padded_vocab_size, c.vocab_size);
     const LayoutInfo& layout = layout_of(c);
     if (c.ablations & ~(ABLATE_NO_DEPTH_SCALE | ABLATE_NO_LN_IN)) fail("unknown ablation bits %d", c.ablations);

@@ -3,8 +3,9 @@ host/rundir.h: the run directory (-o DIR): main.log and the checkpoints, model_<
 each pair complete once its marker DONE_<step> exists. What keeps two runs from ever mixing in one DIR:
 
   - a lock: DIR/.lock, held (flock) for the whole run, so a second trainer on the same DIR stops at once;
-  - a fresh run (no -y 1) refuses a DIR that holds another run's checkpoints, unless --start-over, which first
-    removes that run's files (its markers, checkpoints, state files and main.log);
+  - a fresh run (no -y 1) refuses a DIR that holds another run's checkpoints, unless --start-over, which removes
+    that run's files (its markers, checkpoints, state files and main.log) once the new run has passed its checks;
+  - a run refused before it starts leaves nothing in DIR: not the directory if it made it, not its .lock;
   - every run has an id (random, kept by a resumed run); each marker names the run that wrote it and the size and
     checksum of the two files it completes, so a resume checks that the model and the state it loads are the ones
     the marker vouches for, written together by one run;
@@ -64,30 +65,54 @@ static std::vector<std::string> run_files(const std::string& dir) {
 }
 
 // Takes DIR for this run: creates it, locks it, removes what killed runs left half-written, and checks that a fresh
-// run does not land on another run's checkpoints (or removes them, with start_over).
+// run does not land on another run's checkpoints. Until rundir_start, a run that is refused (here or by any later
+// check) leaves nothing: fail() removes the directories and the .lock made here (host/utils.h).
 static void rundir_open(RunDir* r, const char* dir, int resume, int start_over) {
     if (!*dir) fail("-o needs a directory name");
     r->dir = dir;
     while (r->dir.size() > 1 && r->dir.back() == '/') r->dir.pop_back();
-    make_dirs(r->dir.c_str());
+    if (r->dir.size() >= sizeof(unused_dir) - sizeof("/.lock")) fail("the path '%s' is too long", r->dir.c_str());
+    size_t existed = make_dirs(r->dir.c_str());
+    memcpy(unused_dir, r->dir.c_str(), r->dir.size() + 1);
+    unused_dir_kept = existed;
     std::string lock = r->dir + "/.lock";
-    r->lock_fd = open(lock.c_str(), O_RDWR | O_CREAT, 0644);
-    if (r->lock_fd < 0) fail("cannot create '%s' (%s)", lock.c_str(), strerror(errno));
-    if (flock(r->lock_fd, LOCK_EX | LOCK_NB) != 0)
-        fail("'%s' is in use by another trainer (it holds %s); give each run its own -o", r->dir.c_str(), lock.c_str());
+    for (int attempt = 0;; attempt++) {  // a refused run may remove a .lock it made: lock the one that is there
+        int made = 1;
+        r->lock_fd = open(lock.c_str(), O_RDWR | O_CREAT | O_EXCL, 0644);
+        if (r->lock_fd < 0 && errno == EEXIST) made = 0, r->lock_fd = open(lock.c_str(), O_RDWR);
+        if (r->lock_fd < 0) fail("cannot create '%s' (%s)", lock.c_str(), strerror(errno));
+        if (flock(r->lock_fd, LOCK_EX | LOCK_NB) != 0)
+            fail("'%s' is in use by another trainer (it holds %s); give each run its own -o", r->dir.c_str(),
+                 lock.c_str());
+        struct stat held, named;
+        if (fstat(r->lock_fd, &held) == 0 && stat(lock.c_str(), &named) == 0 && held.st_ino == named.st_ino &&
+            held.st_dev == named.st_dev) {
+            unused_lock_made = made;
+            break;
+        }
+        close(r->lock_fd);
+        if (attempt == 100) fail("cannot lock '%s': it keeps being removed", lock.c_str());
+    }
     for (const char* pattern : {"/*.tmp.*", "/*.tmp"})
         for (const std::string& p : glob_paths(r->dir + pattern)) remove(p.c_str());
-    std::vector<std::string> old = run_files(r->dir);
     int has_checkpoints = latest_checkpoint(r->dir) >= 0 || !glob_paths(r->dir + "/model_*.bin").empty();
-    if (!resume && start_over && !old.empty()) {
-        for (const std::string& p : old) remove(p.c_str());
-        printf("--start-over: removed %zu files of the previous run in %s\n", old.size(), r->dir.c_str());
-    } else if (!resume && has_checkpoints) {
+    if (!resume && !start_over && has_checkpoints)
         fail("'%s' holds the checkpoints of another run: resume it with -y 1, start it over with --start-over, or "
              "give this run its own -o", r->dir.c_str());
-    }
     uint64_t seed = (uint64_t)getpid() * 0x9E3779B97F4A7C15ull ^ (uint64_t)(now_seconds() * 1e9);
     r->run_id = splitmix64(&seed);  // a resume replaces it with the resumed run's
+}
+
+// The run starts: every check has passed. --start-over removes the previous run's files now (not before, so that a
+// run refused by a later check keeps them), and from here on the directory and its lock are the run's.
+static void rundir_start(RunDir* r, int start_over) {
+    std::vector<std::string> old = run_files(r->dir);
+    if (start_over && !old.empty()) {
+        for (const std::string& p : old) remove(p.c_str());
+        printf("--start-over: removed %zu files of the previous run in %s\n", old.size(), r->dir.c_str());
+    }
+    unused_dir[0] = 0;
+    unused_lock_made = 0;
 }
 
 // DONE_<step>: written (whole or not at all) after the model and state files it names

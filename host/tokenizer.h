@@ -139,9 +139,12 @@ struct SamplePrinter {
 };
 
 // A token drawn from probs[0..V) with one uniform number `coin`. With temperature 1 and no top-k, the plain inverse
-// CDF over the model's distribution. Otherwise the distribution is sharpened or flattened first, p_i^(1/temperature)
-// renormalized (the softmax of logits/temperature), and with top_k > 0 only the k most likely tokens keep their
-// mass (nanoGPT's sample.py); temperature 0 takes the most likely token.
+// CDF over the model's distribution. Otherwise the softmax of logits/temperature, and with top_k > 0 only over the
+// k most likely tokens (nanoGPT's sample.py). It is computed in log space: log p_i differs from logit_i by one
+// constant (log-sum-exp), so the weights w_i = exp((log p_i - log p_max) / temperature), renormalized, are that
+// softmax; the most likely token weighs 1 and no weight overflows, nor do all of them round to zero, however small
+// the temperature (raising p_i to the power 1/temperature did, for temperature 0.001). As the temperature goes to 0
+// the draw becomes the most likely token; temperature 0 takes it (the lowest id among equals).
 static int sample_from(const std::vector<double>& probs, double coin, double temperature = 1.0, int top_k = 0) {
     int V = (int)probs.size();
     if (temperature == 1.0 && top_k <= 0) {
@@ -152,22 +155,24 @@ static int sample_from(const std::vector<double>& probs, double coin, double tem
         }
         return V - 1;  // rounding
     }
-    if (temperature == 0) return (int)(std::max_element(probs.begin(), probs.end()) - probs.begin());
-    std::vector<double> p(V);
-    double cut = -1;  // the k-th largest probability: tokens below it get none
+    int best = (int)(std::max_element(probs.begin(), probs.end()) - probs.begin());
+    if (temperature == 0) return best;
+    double cut = -1;  // the k-th largest probability: tokens below it get no weight
     if (top_k > 0 && top_k < V) {
         std::vector<double> sorted = probs;
         std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(), std::greater<double>());
         cut = sorted[top_k - 1];
     }
-    double sum = 0;
-    for (int i = 0; i < V; i++) sum += p[i] = probs[i] >= cut && probs[i] > 0 ? std::pow(probs[i], 1.0 / temperature) : 0.0;
-    double cdf = 0;
+    std::vector<double> w(V);
+    double log_max = std::log(probs[best]), sum = 0;
+    for (int i = 0; i < V; i++)
+        sum += w[i] = probs[i] >= cut && probs[i] > 0 ? std::exp((std::log(probs[i]) - log_max) / temperature) : 0.0;
+    double cdf = 0;  // sum >= 1: the most likely token's weight
     for (int i = 0; i < V; i++) {
-        cdf += p[i] / sum;
+        cdf += w[i] / sum;
         if (coin < cdf) return i;
     }
-    for (int i = V - 1; i > 0; i--)  // rounding: the last token that has any mass
-        if (p[i] > 0) return i;
-    return 0;
+    for (int i = V - 1; i > 0; i--)  // rounding: the last token that has any weight
+        if (w[i] > 0) return i;
+    return best;
 }

@@ -110,13 +110,31 @@ static std::string duration(double seconds) {  // 42s, 3m05s, 2h07m
     return s;
 }
 
-// -x 0 --prompt TEXT: print -g tokens that continue TEXT, from -e <checkpoint> (or a new model of the flags' shape),
-// and stop; no data and no run directory are touched
+// -x 0 --prompt TEXT: print -g tokens that continue TEXT and stop. The model: with -y 1, the latest complete
+// checkpoint of the run in -o (its marker checked, as a resume checks it); else -e <checkpoint>, or a new model of the
+// flags' shape. No data is read and nothing is written: the run directory is neither locked nor changed.
 template <typename Model>
 static int sample_only(Model* model, const TrainOptions& o) {
-    GPT2Config c = config_from_flags(o);
-    if (o.model && !is_shape_name(o.model)) gpt2_build_from_checkpoint(model, o.model);
-    else gpt2_init_random(model, c, o.seed);
+    std::string checkpoint = o.model && !is_shape_name(o.model) ? o.model : "";
+    if (o.resume) {
+        RunDir run = {};
+        run.dir = o.out_dir;
+        int step = latest_checkpoint(run.dir);
+        if (step < 0) fail("-y 1: no complete checkpoint (DONE_<step>) in '%s'", o.out_dir);
+        verify_checkpoint(run, step);
+        checkpoint = run_file(run, "model", step);
+        fprintf(stderr, "sampling from %s, the latest complete checkpoint in %s (step %d)\n", checkpoint.c_str(),
+                o.out_dir, step);
+    }
+    GPT2Config c;
+    if (!checkpoint.empty()) {
+        fclose(checkpoint_open(checkpoint.c_str(), &c));
+        check_loaded_config(c, o);
+        gpt2_build_from_checkpoint(model, checkpoint.c_str());
+    } else {
+        c = config_from_flags(o);
+        gpt2_init_random(model, c, o.seed);
+    }
     if (o.T > c.max_seq_len) fail("-t %d exceeds the model's maximum sequence length %d", o.T, c.max_seq_len);
     gpt2_allocate_activations(model, 1, o.T);  // one row: the window of -t tokens
     Tokenizer tok;
@@ -175,13 +193,14 @@ static int train_main(int argc, char** argv) {
     dist_check_same(command_line_hash(argc, argv), "the command line");
     int B = o.B, T = o.T;
     int accum = o.total_batch / (B * T);  // micro-batches a step, dealt out over the ranks
-    if (accum % dist.size != 0)
+    int sampling = o.max_steps == 0 && o.prompt;  // -x 0 --prompt: nothing is trained, so -d need not split
+    if (accum % dist.size != 0 && !sampling)
         dist_fail_together("-d %d does not split over %d processes: it must be a multiple of b*t*processes = %lld",
                            o.total_batch, dist.size, (long long)B * T * dist.size);
     int micro_steps = accum / dist.size;  // this rank's
     Model model;
     train_backend_init(&model, o);
-    if (o.max_steps == 0 && o.prompt) return train_finish(&model, dist.rank == 0 ? sample_only(&model, o) : 0);
+    if (sampling) return train_finish(&model, dist.rank == 0 ? sample_only(&model, o) : 0);
 
     // the run directory (-o): this run's alone (locked by rank 0, which alone writes it), resumed with -y 1,
     // started over, or new
@@ -261,6 +280,7 @@ static int train_main(int argc, char** argv) {
                    learning_rate_at(start_step, max_steps, o.lr, o.warmup, o.final_frac),
                    learning_rate_at(start_step, st.max_steps, o.lr, o.warmup, o.final_frac));
     }
+    if (o.out_dir && dist.rank == 0) rundir_start(&run, o.start_over);  // every check passed: the run starts
     FILE* logfile = o.out_dir && dist.rank == 0 ? open_main_log(run, resume_step) : nullptr;
 
     std::vector<std::pair<std::string, std::string>> rows;

@@ -22,19 +22,38 @@ Also the small file-system helpers (mkdir -p, files written whole or not at all,
 static const int HEADER_INTS = 256;
 
 // ----------------------------------------------------------------------------------------------------------------
-// errors: every failure is one line on stderr and a non-zero exit, never a crash. The temporary file being written
-// (see AtomicFile below) is removed first, by fail() and by a fatal signal alike, so an error leaves no debris.
+// errors: every failure is one line on stderr and a non-zero exit, never a crash. What the process made and has not
+// finished is removed first, by fail() and by a fatal signal alike, so an error leaves no debris: the temporary file
+// being written (see AtomicFile below), and the run directory and .lock made for a run that has not started yet
+// (host/rundir.h), so that a run refused before it starts (no checkpoint to resume, bad data, ...) creates nothing.
 
-static char pending_tmp[8192];  // a plain C string, so that the signal handler may unlink it
+static char pending_tmp[8192];  // plain C strings, so that the signal handler may unlink them
+static char unused_dir[8192];   // a run directory this process made or locked for a run that has not started
+static size_t unused_dir_kept;  // the length of the part of unused_dir that existed before (mkdir -p made the rest)
+static int unused_lock_made;    // this process created unused_dir/.lock (and holds it)
 static char fail_tag[32];       // "rank 1: " in a run of several processes (host/distributed.h), else empty
 
-static void remove_pending_tmp() {
+// only calls that are safe in a signal handler: unlink, rmdir, and plain C strings
+static void remove_debris() {
     if (pending_tmp[0]) unlink(pending_tmp);
     pending_tmp[0] = 0;
+    size_t n = strlen(unused_dir);
+    if (n == 0) return;
+    if (unused_lock_made && n + sizeof("/.lock") <= sizeof(unused_dir)) {
+        memcpy(unused_dir + n, "/.lock", sizeof("/.lock"));
+        unlink(unused_dir);
+        unused_dir[n] = 0;
+    }
+    while (n > unused_dir_kept && rmdir(unused_dir) == 0) {  // each directory made, deepest first, while empty
+        while (n > 0 && unused_dir[n - 1] != '/') n--;
+        while (n > 0 && unused_dir[n - 1] == '/') n--;
+        unused_dir[n] = 0;
+    }
+    unused_dir[0] = 0;
 }
 
 [[noreturn]] static void fail(const char* fmt, ...) {
-    remove_pending_tmp();
+    remove_debris();
     // the line in one write, so that the lines of several ranks cannot interleave (whole, however long its paths)
     va_list ap, ap2;
     va_start(ap, fmt);
@@ -56,12 +75,12 @@ static void remove_pending_tmp() {
 }
 
 static void on_fatal_signal(int sig) {
-    if (pending_tmp[0]) unlink(pending_tmp);
+    remove_debris();
     signal(sig, SIG_DFL);
     raise(sig);
 }
 
-// The trainers call this first: ^C, kill and a lost terminal remove the temporary file being written; beyond a file
+// The trainers call this first: ^C, kill and a lost terminal remove what remove_debris() removes; beyond a file
 // size limit (ulimit -f) a write fails with EFBIG and says so, instead of SIGXFSZ killing the process silently.
 static void catch_fatal_signals() {
     for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, on_fatal_signal);
@@ -99,15 +118,19 @@ static int file_exists(const char* path) {
     return stat(path, &st) == 0;
 }
 
-// mkdir -p
-static void make_dirs(const char* dir) {
+// mkdir -p; returns the length of the longest prefix of `dir` that existed before (its whole length: none was made)
+static size_t make_dirs(const char* dir) {
     std::string path = dir;
+    size_t existed = 0;
+    bool made = false;
     for (size_t i = 1; i <= path.size(); i++) {
         if (i < path.size() && path[i] != '/') continue;
         std::string prefix = path.substr(0, i);
-        if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
-            fail("cannot create directory '%s' (%s)", prefix.c_str(), strerror(errno));
+        if (mkdir(prefix.c_str(), 0755) == 0) made = true;
+        else if (errno != EEXIST) fail("cannot create directory '%s' (%s)", prefix.c_str(), strerror(errno));
+        else if (!made) existed = i;
     }
+    return existed;
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -201,6 +224,16 @@ static FileSum file_checksum(const std::string& path) {
     if (ferror(f)) fail("cannot read '%s'", path.c_str());
     fclose(f);
     return {(long long)sum.bytes, sum.digest()};
+}
+
+// a number as it was given: the shortest decimal that reads back as the same double (1.0000001, not %g's 1)
+static std::string shortest(double v) {
+    char s[32];
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(s, sizeof(s), "%.*g", digits, v);
+        if (strtod(s, nullptr) == v) break;
+    }
+    return s;
 }
 
 static double now_seconds(void) {

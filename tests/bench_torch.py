@@ -304,8 +304,15 @@ def bench(args):
                 torch.cuda.reset_peak_memory_stats()
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line and exit status 1, like every other error here."""
+
+    def error(self, message):
+        sys.exit("error: %s (see %s --help)" % (message, self.prog))
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", metavar="CKPT", nargs="+")
     ap.add_argument("--shard")
     ap.add_argument("-b", type=int, default=8)

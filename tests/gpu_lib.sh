@@ -82,8 +82,17 @@ find_cudnn() {
 }
 
 # Is there a GPU that runs a kernel? Within 30 seconds either way. Sets GPU_NAME; without one: "error: no GPU".
+# Its files (the probe, its logs) live in a temporary folder that goes on every outcome.
 probe_gpu() {
-    local probe=${TMPDIR:-/tmp}/gpu_probe_$$
+    local dir rc
+    dir=$(mktemp -d) || { echo "error: no GPU usable: no temporary folder for the probe" >&2; return 1; }
+    probe_gpu_in "$dir"
+    rc=$?
+    rm -rf "$dir"
+    return $rc
+}
+probe_gpu_in() {
+    local probe=$1/gpu_probe
     if ! command -v nvidia-smi > /dev/null; then
         echo "error: no GPU: nvidia-smi is not on this machine" >&2
         return 1
@@ -92,8 +101,13 @@ probe_gpu() {
         echo "error: no GPU: nvidia-smi lists none ($(head -c 200 "$probe.smi" | tr '\n' ' '))" >&2
         return 1
     fi
+    if ! command -v nvcc > /dev/null; then  # a driver without the toolkit: nothing here can run on it
+        echo "error: no GPU usable: nvidia-smi lists a GPU, but there is no CUDA toolkit (nvcc) to build for it" \
+            "(PATH=$PATH)" >&2
+        return 1
+    fi
     local tool
-    for tool in make g++ nvcc; do
+    for tool in make g++; do
         command -v $tool > /dev/null || { echo "error: '$tool' is not on this machine (PATH=$PATH)" >&2; return 1; }
     done
     if ! timeout 15 nvcc -o "$probe" tests/gpu_probe.cu > "$probe.build" 2>&1; then
@@ -105,7 +119,6 @@ probe_gpu() {
         return 1
     fi
     GPU_NAME=$(sed -n 's/^GPU: //p' "$probe.out")
-    rm -f "$probe" "$probe".*
     echo "GPU: $GPU_NAME"
 }
 

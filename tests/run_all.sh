@@ -5,6 +5,9 @@
 # --build-cuda (make test): nvcc's programs (make cuda-bins) are built here, in the background, while the suites that
 # run none of them go ahead; the suites that run one wait for the build (below wait_cuda_build), and a failed build
 # counts as one failed suite, "cuda build".
+# The suites share a temporary folder of their own (TMPDIR), which must be empty at the end: a file a suite or a
+# script it runs leaves there (in /tmp, for a user) is one more failure. ONLY="NAME ..." runs those suites alone
+# (the GPU suites' line, run or skipped, is "gpu").
 set -u
 cd "$(dirname "$0")/.."
 build_cuda=0
@@ -15,12 +18,18 @@ case "${1:-}" in
 esac
 TORCH_PY=${TORCH_PY:-/usr/bin/python3}
 PY=${PYTHON:-python3}
+ONLY=${ONLY:-}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 passed=0 failed=0 skipped=0
 logdir=$(mktemp -d)
+suite_tmp=$(mktemp -d)
+export TMPDIR=$suite_tmp
+
+selected() { [ -z "$ONLY" ] || [[ " $ONLY " == *" $1 "* ]]; }
 
 run_suite() {
     local name=$1; shift
+    selected "$name" || return 0
     local log="$logdir/$name.log" start=$SECONDS
     "$@" > "$log" 2>&1
     local rc=$? p=0 f=0 s=0 line
@@ -102,24 +111,35 @@ run_suite emulator      ./tests/test_emulator
 run_suite gpu_emulated  bash tests/test_gpu_emulated.sh
 [ -f tests/torch_check.py ] && run_suite torch $TORCH_PY tests/torch_check.py
 run_suite streams       env TORCH_PY="$TORCH_PY" bash tests/test_streams.sh
+run_suite commands      $PY tests/test_commands.py
 # the suites that run one: ./train_gpt2cu (cli, distributed), beside the rest of the build; then tests/test_gpu
-# (gpu_scripts, whose no-GPU runs of the GPU scripts must end within 30 s: not beside a build) and the GPU suites
+# (gpu_scripts and no_cuda, whose no-GPU runs of the GPU scripts must end within 30 s: not beside a build) and the
+# GPU suites
 wait_cuda_build first
 run_suite cli           bash tests/test_cli.sh
 run_suite distributed   bash tests/test_distributed.sh
 wait_cuda_build
 run_suite gpu_scripts   bash tests/test_gpu_scripts.sh
-if command -v "${NVCC:-nvcc}" > /dev/null; then
-    run_suite archs bash tests/test_archs.sh
-    run_suite gpu ./tests/test_gpu
-    run_suite gpu_bf16 ./tests/test_gpu_bf16
-    run_suite gpu_cudnn ./tests/test_gpu_cudnn
+run_suite no_cuda       bash tests/test_no_cuda.sh
+if ! selected gpu; then :
+elif command -v "${NVCC:-nvcc}" > /dev/null; then
+    ONLY= run_suite archs bash tests/test_archs.sh
+    ONLY= run_suite gpu ./tests/test_gpu
+    ONLY= run_suite gpu_bf16 ./tests/test_gpu_bf16
+    ONLY= run_suite gpu_cudnn ./tests/test_gpu_cudnn
 else  # the CUDA code is not even compiled: say so, rather than leave the GPU suites out silently
     skipped=$((skipped + 4))
     printf '%-16s %4s passed %3s failed %3d skipped\n' "gpu suites" - - 4
     echo "  skipped: the GPU suites (tests/test_archs.sh, tests/test_gpu, tests/test_gpu_bf16, tests/test_gpu_cudnn): nvcc is not installed, so the CUDA code was not compiled"
 fi
 
+# what the suites left in their temporary folder (a user's /tmp)
+left=$(cd "$suite_tmp" && find . -mindepth 1 -maxdepth 2 | sed 's|^\./||' | head -n 20)
+if [ -n "$left" ]; then
+    failed=$((failed + 1))
+    echo "---- the suites left files in their temporary folder ($TMPDIR): $(tr '\n' ' ' <<< "$left")"
+fi
+rm -rf "$suite_tmp"
 [ "$failed" -eq 0 ] && rm -rf "$logdir"
 if [ "$skipped" -gt 0 ]; then
     echo "$passed passed, $failed failed, $skipped skipped"

@@ -107,8 +107,23 @@ expect_error "checkpoint layout differs from --norm" "checkpoint is pre" $BIN "$
 expect_error "shape flags that differ from the checkpoint" "another shape" $BIN "${DATA[@]}" -e "$CKPT" --layers 3 -v 0 -s 0
 
 # ---- impossible flags
-expect_error "-b 0" "must be positive" $BIN "${DATA[@]}" -b 0
-expect_error "-t 0" "must be positive" $BIN "${DATA[@]}" -t 0
+expect_error "-b 0" "-b must be at least 1" $BIN "${DATA[@]}" -b 0
+expect_error "-t 0" "-t must be at least 1" $BIN "${DATA[@]}" -t 0
+# the shape flags are bounded as the checkpoint loader bounds a header: no count computed from them wraps around
+# (--channels 1000000000 printed a parameter count past 2^64)
+expect_error "--print-tensors --channels 1000000000" "--channels must be at most 65536" \
+    $BIN "${DATA[@]}" --print-tensors --channels 1000000000
+for limit in "--layers 1025 1024" "--heads 65537 65536" "--max-seq-len 1048577 1048576" "--vocab 65537 65536" \
+             "-t 1048577 1048576" "-b 1073741825 1073741824"; do
+    read -r flag value largest <<< "$limit"
+    expect_error "$flag $value" "flag $flag must be at most $largest \(" $BIN "${DATA[@]}" "${TINY[@]}" $flag $value
+done
+expect_error "-b * -t past 2^30 tokens" "-b \* -t = 4294967296 is more than 1073741824" $BIN "${DATA[@]}" -b 65536 -t 65536
+# a value that is refused is printed as given, not rounded (--mix-alpha 1.0000001 said 'got 1')
+expect_error "--mix-alpha 1.0000001" "--mix-alpha must be in \(0, 1\], got 1.0000001$" $BIN "${DATA[@]}" "${TINY[@]}" --norm mix --mix-alpha 1.0000001
+expect_error "-q 1.0000001" "-q must lie in \[0, 1\], got 1.0000001$" $BIN "${DATA[@]}" "${TINY[@]}" -q 1.0000001
+expect_error "--temperature -0.001" "--temperature must be >= 0, got -0.001$" $BIN "${DATA[@]}" "${TINY[@]}" --temperature -0.001
+expect_error "--grad-clip -0.25" "--grad-clip must be >= 0 .*got -0.25$" $BIN "${DATA[@]}" "${TINY[@]}" --grad-clip -0.25
 expect_error "-t beyond the model's maximum" "exceeds" $BIN "${DATA[@]}" "${TINY[@]}" -t 64 --max-seq-len 32
 expect_error "-d not a multiple of b*t" "multiple" $BIN "${DATA[@]}" "${TINY[@]}" -d 100
 expect_error "negative learning rate" "-l must be" $BIN "${DATA[@]}" -l -1
@@ -123,6 +138,13 @@ expect_error "siamese ablation on pre-norm" "siamese layout only" $BIN "${DATA[@
 expect_error "-y 1 without -o" "needs -o" $BIN "${DATA[@]}" -y 1
 mkdir -p "$TMP/emptydir"
 expect_error "-y 1 with no checkpoint" "no complete checkpoint" $BIN "${DATA[@]}" "${TINY[@]}" -y 1 -o "$TMP/emptydir"
+# a run that refuses to start creates nothing: no directory, no .lock (they were created before the refusal)
+if [ -z "$(ls -A "$TMP/emptydir")" ]; then ok "... and leaves nothing in the directory (no .lock)"
+else bad "-y 1 with no checkpoint" "it left $(ls -A "$TMP/emptydir")"; fi
+expect_error "-y 1 on a missing -o" "no complete checkpoint" $BIN "${DATA[@]}" "${TINY[@]}" -y 1 -o "$TMP/missing/run"
+if [ ! -e "$TMP/missing" ]; then ok "... and creates no directory"; else bad "-y 1 on a missing -o" "it created $TMP/missing"; fi
+expect_error "a new -o with data that is refused" "no token shards match" $BIN -i "$TMP/none_*.bin" "${TINY[@]}" -o "$TMP/new/run"
+if [ ! -e "$TMP/new" ]; then ok "... creates no directory"; else bad "a refused run" "it created $(find "$TMP/new" | tr '\n' ' ')"; fi
 expect_error "-y 2" "take 0 or 1" $BIN "${DATA[@]}" -y 2
 expect_error "-f on the CPU" "CUDA trainer only" $BIN "${DATA[@]}" -f 1
 expect_error "-r on the CPU" "CUDA trainer only" $BIN "${DATA[@]}" -r 1
@@ -299,6 +321,11 @@ if grep -q "^--start-over: removed" "$TMP/over.out" && [ "$(ls "$TMP/fresh" | tr
     ok "--start-over removes the previous run's files first (no stale markers)"
 else bad "--start-over" "$(ls "$TMP/fresh" | tr '\n' ' ')"; fi
 expect_error "--start-over with -y 1" "contradict" $BIN "${RUN[@]}" -o "$TMP/fresh" --start-over -y 1
+# --start-over removes the previous run only once the new one starts: a new run that is refused keeps it
+expect_error "--start-over with data that is refused" "truncated" $BIN "${RUN[@]}" -i "$TMP/trunc.bin" -o "$TMP/fresh" --start-over
+if [ "$(ls "$TMP/fresh" | tr '\n' ' ')" = "DONE_00000002 main.log model_00000002.bin state_00000002.bin " ]; then
+    ok "... and the previous run's files are still there"
+else bad "a refused --start-over" "left $(ls -A "$TMP/fresh" | tr '\n' ' ')"; fi
 # two trainers on one -o: the second stops at once, the first finishes. The first prints its run table once it holds
 # the lock; it is stopped there (SIGSTOP), so the second meets a held lock however fast the machine (40 steps take
 # 0.1 s on an idle one: waiting a fixed time let the first finish before the second started)
@@ -412,6 +439,24 @@ if [ -f "$TMP/e2e_ckpt/model_00000200.bin" ]; then
        ! cmp -s "$TMP/greedy1.out" "$TMP/free.out"; then
         ok "--temperature 0 and --top-k 1 both take the most likely token (whatever the seed); sampling does not"
     else bad "--temperature / --top-k" "$(head -c 120 "$TMP/greedy1.out") | $(head -c 120 "$TMP/top1.out")"; fi
+    # a temperature near 0 is the most likely token too (p^(1/T) rounded every weight to 0: token 0, '\x00', each
+    # time); 1e-320 is a number (a denormal), not a parse error
+    for cold in "--top-k 1 --temperature 0.001" "--temperature 1e-6" "--temperature 1e-320"; do
+        $BIN "${SAMPLE[@]}" --prompt "And God said" -g 60 $cold --seed 11 > "$TMP/cold.out" 2>&1
+        if cmp -s "$TMP/greedy1.out" "$TMP/cold.out"; then ok "$cold: the most likely token, as --temperature 0"
+        else bad "$cold" "$(head -c 120 "$TMP/cold.out") against $(head -c 120 "$TMP/greedy1.out")"; fi
+    done
+    # -y 1 -o RUN: the run's latest complete checkpoint (step 200), not a new random model
+    $BIN -x 0 -y 1 -o "$TMP/e2e_ckpt" -i "$TMP/none_*.bin" --tokenizer data/kjv/kjv_tokenizer.bin -t 64 \
+        --prompt "And God said" -g 60 --temperature 0 > "$TMP/run_sample.out" 2> "$TMP/run_sample.err"
+    if cmp -s "$TMP/greedy1.out" "$TMP/run_sample.out" && grep -q "^sampling from .*/model_00000200.bin" "$TMP/run_sample.err"
+    then ok "-x 0 --prompt -y 1 -o RUN samples from the run's latest checkpoint ($(cat "$TMP/run_sample.err"))"
+    else bad "-x 0 -y 1 -o RUN" "$(head -c 120 "$TMP/run_sample.out") $(cat "$TMP/run_sample.err")"; fi
+    expect_error "-x 0 --prompt with -o but no -y 1" "only samples and writes nothing: give -y 1" \
+        $BIN -x 0 -o "$TMP/e2e_ckpt" -i "$TMP/none_*.bin" --tokenizer data/kjv/kjv_tokenizer.bin --prompt "And"
+    expect_error "-x 0 --prompt -y 1 on a missing -o" "-y 1: no complete checkpoint" \
+        $BIN -x 0 -y 1 -o "$TMP/missing/run" -i "$TMP/none_*.bin" --tokenizer data/kjv/kjv_tokenizer.bin --prompt "And"
+    if [ ! -e "$TMP/missing" ]; then ok "... and creates nothing"; else bad "sampling a missing run" "it created $TMP/missing"; fi
 else bad "sampling from a checkpoint" "the end-to-end run left no checkpoint"; fi
 # a fresh random model samples bytes of every kind: none reaches the terminal raw but newline and tab
 $BIN --layers 1 --channels 16 --heads 1 -x 0 -i "$TMP/none_*.bin" --vocab 256 --tokenizer data/kjv/kjv_tokenizer.bin \
@@ -445,6 +490,30 @@ if $PLOT_PY -c "import matplotlib" 2> /dev/null; then
     $PLOT_PY tools/plot_runs.py "$TMP/emptydir" -o "$TMP/none.png" > /dev/null 2> "$TMP/plot.err"
     if [ $? -ne 0 ] && grep -q "^error: no main.log" "$TMP/plot.err"; then ok "tools/plot_runs.py: a directory without a log is one error"
     else bad "tools/plot_runs.py without a log" "$(cat "$TMP/plot.err")"; fi
+    # what it cannot read or write is one error line each (they were tracebacks), and leaves no file behind
+    mkdir -p "$TMP/plots" "$TMP/binary" "$TMP/unreadable"
+    $PY -c "import sys; sys.stdout.buffer.write(bytes(range(256)) * 8)" > "$TMP/binary/main.log"
+    cp "$TMP/a/main.log" "$TMP/unreadable/main.log" && chmod 000 "$TMP/unreadable/main.log"
+    # unreadable: tests run as root, whom no file mode stops (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH); the tool then
+    # runs without those two (setpriv --bounding-set), still root, so that the log's mode 000 is what stops it
+    no_override=()
+    [ "$(id -u)" = 0 ] && no_override=(setpriv --bounding-set=-dac_override,-dac_read_search)
+    expect_error "tools/plot_runs.py: a binary file as the log" "is not a main.log \(not text\)" \
+        $PLOT_PY tools/plot_runs.py "$TMP/binary" -o "$TMP/plots/runs.png"
+    expect_error "tools/plot_runs.py: an unreadable log" "cannot read .*Permission denied" \
+        "${no_override[@]}" $PLOT_PY tools/plot_runs.py "$TMP/unreadable" -o "$TMP/plots/runs.png"
+    expect_error "tools/plot_runs.py: -o in a missing directory" "there is no directory" \
+        $PLOT_PY tools/plot_runs.py "$TMP/a" -o "$TMP/nodir/runs.png"
+    expect_error "tools/plot_runs.py: -o naming a directory" "is a directory" \
+        $PLOT_PY tools/plot_runs.py "$TMP/a" -o "$TMP/plots"
+    expect_error "tools/plot_runs.py: an unknown image suffix" "unknown image suffix '.xyz' .*png" \
+        $PLOT_PY tools/plot_runs.py "$TMP/a" -o "$TMP/plots/runs.xyz"
+    expect_error "tools/plot_runs.py: a file-size limit (ulimit -f 16 KiB)" "cannot write .*File too large" \
+        bash -c "ulimit -f 16; exec $PLOT_PY tools/plot_runs.py '$TMP/a' -o '$TMP/plots/runs.png'"
+    expect_error "tools/plot_runs.py: a usage error" "argument --smooth: invalid int value" \
+        $PLOT_PY tools/plot_runs.py "$TMP/a" -o "$TMP/plots/runs.png" --smooth many
+    if [ -z "$(ls -A "$TMP/plots")" ] && [ ! -e "$TMP/nodir" ] && [ ! -e "$TMP/plots.png" ]; then ok "... and none of them wrote a file"
+    else bad "tools/plot_runs.py's errors" "they left $(ls -A "$TMP/plots" | tr '\n' ' ')"; fi
 else bad "tools/plot_runs.py" "no matplotlib for $PLOT_PY (make test installs python3-matplotlib)"; fi
 
 # ---- the addition task's answer accuracy is reported

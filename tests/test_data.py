@@ -411,6 +411,32 @@ def test_tokenizer_writer_rejects_bad_tokens():
     assert header[:4] == (20240328, 2, 2, 1) and pieces == [b"a", b"x" * 255]
 
 
+def temporary_files(directory):
+    return sorted(os.path.join(d, f) for d, _, files in os.walk(directory) for f in files if ".tmp" in f)
+
+
+def test_write_failures_leave_no_debris():
+    """A write that fails (here beyond a file-size limit of 64 KiB, as a full disk fails it) is one error line and
+    leaves no .tmp file and no half-prepared directory (the first shard's .tmp stayed); so does a rename that fails."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
+    os.makedirs(os.path.join(TMP, "fsize"))
+    out = os.path.join(TMP, "fsize", "addition")
+    small = ["--train-problems", "20000", "--val-problems", "2000"]  # a 0.6 MB train shard
+    p = subprocess.run([sys.executable, PREPARE, "addition", "--out", out] + small, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, universal_newlines=True, timeout=120, preexec_fn=limit)
+    assert_clean_failure(p, "cannot write", "addition_train.bin", "File too large")
+    left = temporary_files(os.path.join(TMP, "fsize"))
+    assert not left and not os.path.exists(out), "left %s" % (left or out)
+    # the val shard's name is taken by a directory: its rename fails; the train shard written before it goes too
+    out = os.path.join(TMP, "rename", "addition")
+    os.makedirs(os.path.join(out, "addition_val.bin"))
+    assert_clean_failure(run(["addition", "--out", out] + small), "cannot write", "addition_val.bin")
+    assert sorted(os.listdir(out)) == ["addition_val.bin"], "left %s" % os.listdir(out)
+
+
 def test_usage_errors_fail_cleanly():
     assert_clean_failure(run(["nosuchdataset"]), "nosuchdataset")
     assert_clean_failure(run(["addition", "--digits", "many"]), "--digits")

@@ -104,6 +104,16 @@ if [ "$(grep -c '^step ' "$TMP/siamese-2.txt")" = 4 ] && grep -q '| processes  *
 then ok "mpirun -np 2: rank 0 alone prints (4 step lines, the header names 2 processes)"
 else bad "rank 0 prints" "$(grep -c '^step ' "$TMP/siamese-2.txt") step lines"; fi
 
+# sampling (-x 0 --prompt) trains nothing: under mpirun the default -d (one micro-batch) need not split over the
+# ranks (it was refused), and rank 0 alone prints the text, byte for byte what one process prints
+SAMPLE=(-e "$TMP/siamese-1/model_00000004.bin" -x 0 --prompt "And God said" -g 40 -t 16
+        --tokenizer data/kjv/kjv_tokenizer.bin)
+"${ONE[@]}" "$BIN" "${SAMPLE[@]}" > "$TMP/sample-1.txt" 2>&1
+"${MPIRUN[@]}" -np 2 "$BIN" "${SAMPLE[@]}" > "$TMP/sample-2.txt" 2>&1
+if [ $? -eq 0 ] && grep -q "^And God said" "$TMP/sample-1.txt" && cmp -s "$TMP/sample-1.txt" "$TMP/sample-2.txt"; then
+    ok "sampling under mpirun -np 2 (default -d): printed once, the same text as one process"
+else bad "sampling under mpirun" "$(head -c 200 "$TMP/sample-2.txt")"; fi
+
 # ---- resume across process counts: a run stopped after its step-2 checkpoint (the step-4 one removed, as if it
 # was killed before), saved by 2 ranks (-z 1) and resumed by 1, and the reverse
 interrupt() { rm -f "$TMP/$1/DONE_00000004" "$TMP/$1/model_00000004.bin" "$TMP/$1/state_00000004.bin"; }

@@ -49,7 +49,20 @@ check "the prepared shards are the data's" cmp data/kjv/kjv_train.bin "$PREP/kjv
 check "MANIFEST.sha256 checks every prepared file" bash -c "cd '$PREP' && sha256sum --quiet -c MANIFEST.sha256 && [ \$(wc -l < MANIFEST.sha256) -eq \$(find . -type f ! -name MANIFEST.sha256 | wc -l) ]"
 check "the prepared folder is well under 64 MiB" test "$(du -sb "$PREP" | cut -f1)" -lt $((32 << 20))
 check "gpu-prep leaves no temporary folder" bash -c "! ls -d '$PREP'.tmp.* 2> /dev/null"
-check ".gpu/ is ignored by git (it travels only when carried)" git check-ignore -q .gpu/kjv/kjv_train.bin
+# git as it sees this tree; in a tree without its repository (a tarball), as a fresh clone's would (.gitignore)
+tree_git() {
+    if git rev-parse --git-dir > /dev/null 2>&1; then git "$@"; return; fi
+    [ -d "$W/bare.git" ] || git init -q --bare "$W/bare.git"
+    git --git-dir="$W/bare.git" --work-tree=. "$@"
+}
+check ".gpu/ is ignored by git (it travels only when carried)" tree_git check-ignore -q .gpu/kjv/kjv_train.bin
+# a tree without its repository (git archive, as a tarball is): SOURCES.sha256 still lists every file (it was empty)
+mkdir "$W/tree" && tree_git ls-files -z --cached --others --exclude-standard | xargs -0 -r sh -c \
+    'for f; do [ -f "$f" ] && printf "%s\0" "$f"; done' _ | xargs -0 -r cp --parents -t "$W/tree"
+mkdir -p "$W/tree/data/kjv" && cp data/kjv/kjv_*.bin "$W/tree/data/kjv/"
+check "gpu-prep in a tree without git's repository lists its files" bash -c "cd '$W/tree' && bash tests/gpu_prep.sh \
+    '$W/tree_prep' > /dev/null && [ \$(wc -l < '$W/tree_prep/SOURCES.sha256') -eq \$(cd '$W/tree' && find . -type f ! -path './data/kjv/*' | wc -l) ] &&
+    grep -q '^no git repository' '$W/tree_prep/SOURCE'"
 
 # --- no GPU here: the check and the bench stop within 30 seconds, say so, and print no passing table
 run "$W/nogpu.txt" env GPU_PREP="$PREP" OUT="$W/out" bash tests/gpu_check.sh
@@ -191,7 +204,7 @@ check "sanitizer_report: a clean log is clean; a library's only finding is not o
 # arrive, and a failure planted in a test program and a sanitizer's finding in our kernel fail the check
 M="$W/mock"
 mkdir -p "$M/bin" "$M/include" "$M/tree"
-git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$M/tree" 2> /dev/null
+tree_git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$M/tree" 2> /dev/null
 : > "$M/include/cudnn.h"  # cuDNN "with the toolkit" (beside the stand-in nvcc)
 cat > "$M/bin/nvidia-smi" << 'SH'
 #!/bin/sh
@@ -293,10 +306,19 @@ else
 fi
 SH
 chmod +x "$M/bin"/* "$M/program"
+# where this machine has no nvcc, gpu-prep fetched no cuDNN frontend: the stand-ins' prepared folder gets a stand-in
+# of its header, so that the cuDNN steps run on the stand-ins there too
+MOCK_PREP=$PREP
+if [ ! -f "$PREP/cudnn-frontend/include/cudnn_frontend.h" ]; then
+    mkdir -p "$M/tree/.deps/cudnn-frontend/include" "$M/tree/data/kjv"
+    : > "$M/tree/.deps/cudnn-frontend/include/cudnn_frontend.h"
+    cp data/kjv/kjv_*.bin "$M/tree/data/kjv/" && (cd "$M/tree" && bash tests/gpu_prep.sh "$M/prep" > /dev/null) &&
+        MOCK_PREP="$M/prep"
+fi
 mock_check() {  # OUTDIR ENV...: the check in the tree copy on the stand-ins
     local out=$1
     shift
-    (cd "$M/tree" && env PATH="$M/bin:$PATH" MOCK="$M" TORCH_PY="$M/bin/torchpy" GPU_PREP="$PREP" OUT="$out" "$@" \
+    (cd "$M/tree" && env PATH="$M/bin:$PATH" MOCK="$M" TORCH_PY="$M/bin/torchpy" GPU_PREP="$MOCK_PREP" OUT="$out" "$@" \
         bash tests/gpu_check.sh > "$out.txt" 2>&1; echo $? > "$out.rc")
 }
 # one run, two failures planted (the unfiltered tests/test_gpu_bf16 fails; memcheck finds one in our kernel): every
@@ -349,6 +371,11 @@ printf 's:0 trl:5.500000 norm:1.2000 lr:1.000e-03 ms:10.0\n' > "$W/d.log"
 check "compare_logs: equal within the bound, the timings aside" python3 tools/compare_logs.py "$W/a.log" "$W/b.log" 1e-5
 check "compare_logs: a loss 2% off fails 1e-5" bash -c "! python3 tools/compare_logs.py '$W/a.log' '$W/c.log' 1e-5"
 check "compare_logs: a missing line fails" bash -c "! python3 tools/compare_logs.py '$W/a.log' '$W/d.log' 1e-5"
+printf 's:0 trl:abc norm:1.2000 lr:1.000e-03 ms:10.0\ns:1 tel:5.400000\n' > "$W/e.log" && head -c 300 /bin/sh > "$W/f.log"
+for bad in "$W/absent.log $W/a.log 1e-5" "$W/f.log $W/a.log 1e-5" "$W/a.log $W/e.log 1e-5" "$W/a.log $W/b.log x" "$W/a.log"; do
+    check "compare_logs $(basename -a $bad | tr '\n' ' '): one error line, exit 2 (it was a traceback)" bash -c \
+        "python3 tools/compare_logs.py $bad 2> '$W/cl.err'; [ \$? = 2 ] && [ \$(wc -l < '$W/cl.err') = 1 ] && grep -q '^error: ' '$W/cl.err'"
+done
 
 # --- the PyTorch peer computes our model: its loss of ./reference_cpu's checkpoints equals the trainer's val loss,
 # every layout's in one process (as tests/gpu_check.sh runs it)
@@ -380,6 +407,8 @@ if "$TORCH_PY" -c "import torch" 2> /dev/null; then
     check "bench_torch.py --check: an unreadable checkpoint is one error line, the others still reported, exit 1" bash -c \
         "[ \$(cat '$W/peer.rc') = 1 ] && [ \$(grep -c '^error: $W/nonexistent.bin: ' '$W/peer.txt') = 1 ] &&
          [ \$(grep -c '^loss ' '$W/peer.txt') = 4 ]"
+    check "bench_torch.py without --check or --bench: one error line, exit 1 (argparse printed its usage too)" bash -c \
+        "'$TORCH_PY' tests/bench_torch.py 2> '$W/bt.err'; [ \$? = 1 ] && [ \$(wc -l < '$W/bt.err') = 1 ] && grep -q '^error: give --check' '$W/bt.err'"
     check "bench_torch.py --bench runs a step loop and prints its row" bash -c \
         "'$TORCH_PY' tests/bench_torch.py --bench --device cpu --sizes 2x64x2:2 --layouts siamese -t 16 --steps 6 |
          grep -qE '^TORCH size=2x64x2 layout=siamese B=2 T=16 ms=[0-9.]+ tok_s=[0-9]+'"

@@ -7,29 +7,76 @@ gradient norm against the step (matplotlib), for a reader who would rather look 
 A RUN_DIR is a trainer's -o (or its main.log itself); each run is named by its directory in the legend. The train
 loss is drawn as logged and, with --smooth N (default 1: none), as a moving average over N steps. main.log's lines
 are "s:N trl:LOSS norm:NORM lr:LR ms:MS" (step N, as the terminal numbers it), "s:N tel:LOSS" (validation after N
-steps) and "s:N acc:ACCURACY". Needs matplotlib (Debian: python3-matplotlib).
+steps) and "s:N acc:ACCURACY". Needs matplotlib (Debian: python3-matplotlib). The image's format is -o's suffix
+(.png, .pdf, .svg, ...); what the tool cannot read or write is one error line, and it leaves no partial file.
 """
 import argparse
 import os
 import sys
 
 
+def fail(message):
+    """One line on stderr and exit status 1, like the trainers: never a traceback."""
+    sys.exit("error: " + message)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line and exit status 1."""
+
+    def error(self, message):
+        fail("%s (see %s --help)" % (message, self.prog))
+
+
 def read_log(path):
     """main.log -> {"trl": [(step, value)], "tel": [...], "acc": [...], "norm": [...], "lr": [...]}"""
     series = {k: [] for k in ("trl", "tel", "acc", "norm", "lr")}
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            fields = dict(kv.split(":", 1) for kv in line.split() if ":" in kv)
-            if "s" not in fields:
-                continue
-            try:
-                step = int(fields["s"])
-                for key in series:
-                    if key in fields:
-                        series[key].append((step, float(fields[key])))
-            except ValueError:
-                sys.exit("error: %s:%d is not a main.log line: %r" % (path, n, line.strip()))
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        fail("cannot read '%s' (%s)" % (path, e.strerror or e))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        fail("'%s' is not a main.log (not text)" % path)
+    for n, line in enumerate(text.splitlines(), 1):
+        fields = dict(kv.split(":", 1) for kv in line.split() if ":" in kv)
+        if "s" not in fields:
+            continue
+        try:
+            step = int(fields["s"])
+            for key in series:
+                if key in fields:
+                    series[key].append((step, float(fields[key])))
+        except ValueError:
+            fail("%s:%d is not a main.log line: %r" % (path, n, line.strip()))
     return series
+
+
+def check_output(path):
+    """-o must name a file in a directory that exists; returns its image format (the suffix, checked later)."""
+    if os.path.isdir(path):
+        fail("-o '%s' is a directory: give a file in it, e.g. %s" % (path, os.path.join(path, "runs.png")))
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        fail("-o '%s': there is no directory '%s'" % (path, folder))
+    return os.path.splitext(path)[1][1:].lower()
+
+
+def save(fig, path, fmt):
+    """The figure under a temporary name, renamed once whole: a failed write leaves no file."""
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    try:
+        fig.savefig(tmp, dpi=110, format=fmt)
+        os.replace(tmp, path)
+    except BaseException as e:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            fail("cannot write '%s' (%s)" % (path, e.strerror or e))
+        raise
 
 
 def moving_average(values, n):
@@ -45,31 +92,36 @@ def moving_average(values, n):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", metavar="RUN_DIR")
     ap.add_argument("-o", "--output", required=True, metavar="FILE.png")
     ap.add_argument("--title", default="")
     ap.add_argument("--smooth", type=int, default=1, metavar="N")
     args = ap.parse_args()
     if args.smooth < 1:
-        sys.exit("error: --smooth must be at least 1")
+        fail("--smooth must be at least 1")
+    fmt = check_output(args.output)
     logs = []
     for run in args.runs:
         path = os.path.join(run, "main.log") if os.path.isdir(run) else run
         if not os.path.isfile(path):
-            sys.exit("error: no main.log at '%s'" % path)
+            fail("no main.log at '%s'" % path)
         name = os.path.basename(os.path.dirname(os.path.abspath(path)))
         logs.append((name, read_log(path)))
     if not any(log["trl"] or log["tel"] for _, log in logs):
-        sys.exit("error: the logs hold no losses yet")
+        fail("the logs hold no losses yet")
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        sys.exit("error: matplotlib is not installed (Debian: apt-get install python3-matplotlib)")
+        fail("matplotlib is not installed (Debian: apt-get install python3-matplotlib)")
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    formats = fig.canvas.get_supported_filetypes()
+    if fmt not in formats:
+        fail("-o '%s': %s (matplotlib writes %s)" % (args.output, "unknown image suffix '.%s'" % fmt if fmt else
+                                                     "no image suffix", ", ".join("." + f for f in sorted(formats))))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, (name, log) in enumerate(logs):
         color = colors[i % len(colors)]
@@ -98,7 +150,7 @@ def main():
     if args.title:
         fig.suptitle(args.title)
     fig.tight_layout()
-    fig.savefig(args.output, dpi=110)
+    save(fig, args.output, fmt)
     print("wrote %s (%d run%s)" % (args.output, len(logs), "s" * (len(logs) > 1)))
 
 
