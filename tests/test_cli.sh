@@ -222,10 +222,10 @@ assert len(set(names)) == len(names), names
 EOF
     then ok "--print-tensors ($layout): contiguous offsets, each tensor once"; else bad "--print-tensors ($layout)" "$(cat "$TMP/err")"; fi
 done
-# the README's table of the checkpoint order (File formats) is the program's, layout by layout: each row rendered
+# docs/file_formats.md's table of the checkpoint order is the program's, layout by layout: each row rendered
 # from --print-tensors at a shape whose every dimension is a different number (L=4, C=16, 3C=48, 4C=64, maxT=40,
 # Vp=256), and a row for every layout, its [8] the layout's place in the registry
-if $PY - $BIN README.md $LAYOUT_NAMES > "$TMP/readme_table" 2>&1 <<'EOF'
+if $PY - $BIN docs/file_formats.md $LAYOUT_NAMES > "$TMP/readme_table" 2>&1 <<'EOF'
 import json, re, subprocess, sys
 program, readme, layouts = sys.argv[1], sys.argv[2], sys.argv[3:]
 shape = ["--layers", "4", "--channels", "16", "--heads", "4", "--max-seq-len", "40", "--vocab", "200"]
@@ -238,13 +238,13 @@ for i, layout in enumerate(layouts):
                                   text=True, check=True).stdout)
     want = " ".join("`%s (%s)`" % (x["name"], ",".join(symbol[d] for d in x["shape"])) for x in t["tensors"])
     if rows.get(layout) != (i, want):
-        bad.append("%s: README has %s, the program %s" % (layout, rows.get(layout), (i, want)))
+        bad.append("%s: docs/file_formats.md has %s, the program %s" % (layout, rows.get(layout), (i, want)))
 extra = set(rows) - set(layouts)
-if extra: bad.append("README rows for layouts the program does not have: %s" % sorted(extra))
+if extra: bad.append("docs/file_formats.md rows for layouts the program does not have: %s" % sorted(extra))
 print("\n".join(bad) or "%d rows" % len(layouts))
 sys.exit(1 if bad else 0)
 EOF
-then ok "README's tensor table is the program's ($(cat "$TMP/readme_table"))"; else bad "README's tensor table" "$(cat "$TMP/readme_table")"; fi
+then ok "docs/file_formats.md's tensor table is the program's ($(cat "$TMP/readme_table"))"; else bad "docs/file_formats.md's tensor table" "$(cat "$TMP/readme_table")"; fi
 n=$($BIN -e "$CKPT" --print-tensors | $PY -c "import json,sys; print(json.load(sys.stdin)['num_parameters'])")
 if [ $((1024 + 4 * n)) -eq "$(stat -c %s "$CKPT")" ]; then ok "--print-tensors -e CKPT: the table spans the checkpoint"
 else bad "--print-tensors -e CKPT" "$n parameters against $(stat -c %s "$CKPT") bytes"; fi
