@@ -117,7 +117,7 @@ reference_cpu: reference_cpu.cpp $(HOST) .mpi
 TESTFLAGS = $(CXXFLAGS) $(OMPFLAGS) -Wno-unused-function -I$(DOCTEST)
 
 # the float64 build of the same reference, for the finite-difference checks
-tests/test_gradients: tests/test_gradients.cpp reference_cpu.cpp $(HOST)
+tests/test_gradients: tests/test_gradients.cpp tests/finite_differences.h reference_cpu.cpp $(HOST)
 	$(CXX) $(TESTFLAGS) -DREAL=double -o $@ $<
 
 tests/test_reference: tests/test_reference.cpp reference_cpu.cpp $(HOST)
