@@ -98,6 +98,7 @@ static void layernorm_forward(real* out, real* mean, real* rstd, const real* inp
 // With xhat = (x - mean) * rstd and g = w * dout:  dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),
 // dw = sum over rows of xhat * dout, db = sum over rows of dout. Rows go in fixed chunks of 16: each chunk sums its
 // own dw, db, and the chunks are then added in order, so the result does not depend on the number of threads.
+// EXERCISE 1 BEGIN: docs/exercises.md
 static void layernorm_backward(real* dinp, real* dw, real* db, const real* dout, const real* inp, const real* w,
                                const real* mean, const real* rstd, int N, int C) {
     const int ROWS = 16;
@@ -134,6 +135,7 @@ static void layernorm_backward(real* dinp, real* dw, real* db, const real* dout,
             db[i] += partial[(size_t)k * 2 * C + C + i];
         }
 }
+// EXERCISE 1 END
 
 // One LayerNorm of the model as the layout functions use it: its gain w and shift b, their gradients dw and db, and
 // the statistics its forward pass keeps for the backward (mean, rstd), over N rows of C channels.
@@ -665,6 +667,7 @@ static void pre_boundary_backward(const SubLayer& t) {
 }
 
 // Post-Norm (GPT-1, the Transformer):  z = F(x);  h = x + z;  x' = LN(h)
+// EXERCISE 5 BEGIN: docs/exercises.md
 static void post_boundary_forward(const SubLayer& t) {
     F_forward(t, t.x);                              // z = F(x): F reads the stream itself
     residual_forward(t.h, t.x, t.z, 1, t.n);        // h = x + z
@@ -677,6 +680,7 @@ static void post_boundary_backward(const SubLayer& t) {
     residual_backward(t.dx, t.dz, t.dh, 1, t.n);
     F_backward(t, t.x, t.dx);
 }
+// EXERCISE 5 END
 
 // DeepNorm (DeepNet):  z = F(x);  h = alpha x + z;  x' = LN(h)
 static void deepnorm_boundary_forward(const SubLayer& t) {
@@ -694,6 +698,7 @@ static void deepnorm_boundary_backward(const SubLayer& t) {
 
 // SiameseNorm (Li et al. 2026), sub-layer F of block l, c_l = sqrt(2(l+1)):
 //     xh = LN_x(x);  yh = LN_y(y);  h = xh + yh;  u = LN_in(h);  z = F(u);  x' = xh + z / c_l;  y' = y + z
+// EXERCISE 2 BEGIN: docs/exercises.md
 static void siamese_boundary_forward(const SubLayer& t) {
     layernorm_forward(t.LN_x, t.xh, t.x);               // xh = LN_x(x)
     layernorm_forward(t.LN_y, t.yh, t.y);               // yh = LN_y(y)
@@ -704,9 +709,11 @@ static void siamese_boundary_forward(const SubLayer& t) {
     residual_forward(t.x_out, t.xh, t.z, t.inv_c, t.n); // x' = xh + z / c_l
     residual_forward(t.y_out, t.y, t.z, 1, t.n);        // y' = y + z
 }
+// EXERCISE 2 END
 
 // dxh += dx';  dz += dx' / c_l;  dy += dy';  dz += dy';  du = F'(dz);
 // dh = LN_in'(du);  dxh += dh;  dyh += dh;  dy += LN_y'(dyh);  dx += LN_x'(dxh)
+// EXERCISE 3 BEGIN: docs/exercises.md
 static void siamese_boundary_backward(const SubLayer& t) {
     residual_backward(t.dxh, t.dz, t.dx_out, t.inv_c, t.n);
     residual_backward(t.dy, t.dz, t.dy_out, 1, t.n);
@@ -716,6 +723,7 @@ static void siamese_boundary_backward(const SubLayer& t) {
     layernorm_backward(t.LN_y, t.dy, t.dyh, t.y);
     layernorm_backward(t.LN_x, t.dx, t.dxh, t.x);
 }
+// EXERCISE 3 END
 
 // The head: from the streams leaving the last block to the logits, through the tied token embedding wte.
 typedef struct {
@@ -759,6 +767,7 @@ static void identity_head_forward(const Head& t) { classifier_forward(t, t.x); }
 static void identity_head_backward(const Head& t) { classifier_backward(t, t.x, t.dx); }
 
 // SiameseNorm's head:  xf = LN_xf(x);  yf = LN_yf(y);  h = xf + yf;  hf = LN_f(h);  logits = hf wte^T
+// EXERCISE 4 BEGIN: docs/exercises.md
 static void siamese_head_forward(const Head& t) {
     layernorm_forward(t.LN_xf, t.xf, t.x);
     layernorm_forward(t.LN_yf, t.yf, t.y);
@@ -775,6 +784,7 @@ static void siamese_head_backward(const Head& t) {
     layernorm_backward(t.LN_xf, t.dx, t.dxf, t.x);
     layernorm_backward(t.LN_yf, t.dy, t.dyf, t.y);
 }
+// EXERCISE 4 END
 
 // Which function runs for which kind of sub-layer and head: the one place that asks. host/layouts.h says what
 // sub-layer s of a layout is (Mix-LN: post in its first blocks, pre after them) and which head it has.
