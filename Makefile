@@ -269,3 +269,17 @@ experiments: experiments/depth_probe
 
 experiments/depth_probe: experiments/depth_probe.cpp reference_cpu.cpp $(HOST)
 	$(CXX) $(CXXFLAGS) $(OMPFLAGS) -Wno-unused-function -o $@ $<
+
+# The course unit (docs/exercises.md): functions of reference_cpu.cpp cut out between its `// EXERCISE N BEGIN` and
+# `// EXERCISE N END` lines. exercise-start N=2 writes the stub, exercises/2_*.cpp (yours: git ignores it);
+# exercise N=2 builds the float64 reference with its function in place of the reference's and grades it (FILE=path:
+# another file); exercise-reset N=2 writes the stub over yours; exercise-solution N=2 prints the reference's own.
+.PHONY: exercise exercise-start exercise-reset exercise-solution exercise-list
+exercise:
+	@CXX="$(CXX)" $(PYTHON) exercises/exercise.py check "$(N)" $(if $(FILE),"$(FILE)")
+
+exercise-start exercise-reset exercise-solution:
+	@$(PYTHON) exercises/exercise.py $(patsubst exercise-%,%,$@) "$(N)"
+
+exercise-list:
+	@$(PYTHON) exercises/exercise.py list
