@@ -144,3 +144,20 @@ TEST_CASE("the finite-difference bound catches wrong gradients") {
     CHECK(worst_error(right) < FD_BOUND);  // and the right gradient, held to the same bound, passes
     gpt2_free(&m);
 }
+
+// A gradient that is not a number fails the bound (std::max would skip it: max(0.1, NaN) is 0.1).
+TEST_CASE("the finite-difference bound fails a gradient that is not a number") {
+    Problem p = make_problem(NORM_PRE, 0, 16, 2, 1, 1, 4);
+    GPT2 m;
+    init_model(&m, p);
+    std::vector<real> g = analytic_gradient(&m, p);
+    const TensorInfo& ln = m.tensors[2];  // ln1w: 16 entries, all checked
+    REQUIRE(std::string(ln.name) == "ln1w");
+    g[ln.offset + 3] = NAN;
+    for (const TensorError& e : check_against_fd(&m, p, g)) {
+        CAPTURE(e.name);
+        if (e.name == "ln1w") CHECK(!(e.err < FD_BOUND));
+        else CHECK(e.err < FD_BOUND);
+    }
+    gpt2_free(&m);
+}
