@@ -111,6 +111,7 @@ run_suite emulator      ./tests/test_emulator
 run_suite gpu_emulated  bash tests/test_gpu_emulated.sh
 [ -f tests/torch_check.py ] && run_suite torch $TORCH_PY tests/torch_check.py
 run_suite streams       env TORCH_PY="$TORCH_PY" bash tests/test_streams.sh
+run_suite exercises     $PY tests/test_exercises.py
 run_suite commands      $PY tests/test_commands.py
 # the suites that run one: ./train_gpt2cu (cli, distributed), beside the rest of the build; then tests/test_gpu
 # (gpu_scripts and no_cuda, whose no-GPU runs of the GPU scripts must end within 30 s: not beside a build) and the
