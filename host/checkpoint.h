@@ -1,5 +1,5 @@
 /*
-host/checkpoint.h: the files a run writes and resumes from (the formats are documented in the README):
+host/checkpoint.h: the files a run writes and resumes from (the formats are documented in docs/file_formats.md):
 
   - llm.c's model file: 256 int32 header (magic 20240326, version 3 = float32, maxT, V, L, NH, C, Vp, [8] layout,
     [9] SiameseNorm's ablation bits, [10] the layout's own setting), then the float32 parameters in

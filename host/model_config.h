@@ -18,7 +18,7 @@ Nothing here depends on the scalar type of the model math.
 #include "utils.h"
 
 // ----------------------------------------------------------------------------------------------------------------
-// model configuration and file-format constants (the contracts are documented in the README)
+// model configuration and file-format constants (the contracts are documented in docs/file_formats.md)
 
 typedef struct {
     int max_seq_len;        // maxT, rows of wpe

@@ -195,7 +195,7 @@ TEST_CASE("layout registry: every row is consistent with what its kinds need") {
     }
 }
 
-// The order of the tensors is the program's (--print-tensors; tests/test_cli.sh holds the README's table to it).
+// The order of the tensors is the program's (--print-tensors; tests/test_cli.sh holds docs/file_formats.md's table to it).
 // What is checked here is the one contract from outside: llm.c's order and size for Pre-Norm (llm.c's
 // train_gpt2.c, fill_in_parameter_sizes), so that GPT-2 checkpoints written by llm.c's tooling load unchanged.
 TEST_CASE("checkpoint: Pre-Norm keeps llm.c's tensor order and parameter count") {
