@@ -151,6 +151,27 @@ grep -q "± " "$TMP/res/ds.md" && grep -q "^| lowest |" "$TMP/res/ds.md" && [ -s
     && [ -s "$TMP/res/ds_cost.md" ] && ok "depth_scaling tables (mean ± sd, verdict, boundary, cost)" \
     || bad "depth_scaling tables" "$(cat "$TMP/res/ds.md")"
 
+# ---- high_lr: each layout at its best lr (from a search table) and one rung above it, which here diverges
+printf 'layout,setting,layers,lr,warmup,final_val_loss\n%s\n' "pre,search,2,0.03,1,5.1" "pre,search,2,0.001,1,5.3" \
+    "post,search,2,0.03,1,5.2" "siamese,search,2,0.03,1,5.2" "siamese,search,3,0.001,1,4.0" > "$TMP/hl_search.csv"
+$PY experiments/high_lr.py --search "$TMP/hl_search.csv" --rungs 1 --ladder 1e-3,3e-2,1e30 --seeds 1,2 \
+    --search-layers 2 --channels 32 --heads 2 -B 2 -T 16 --steps 6 --val-every 3 --val-batches 2 \
+    --runs-dir "$TMP/runs" --results "$TMP/res/hl" > "$TMP/hl.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && ok "high_lr runs" || bad "high_lr" "exit $rc: $(tail -n 5 "$TMP/hl.out")"
+csv_check "high_lr CSV: 3 layouts x (best 3e-2, one rung 1e30) x 2 seeds; the rung diverged, the best did not" \
+    "$TMP/res/hl.csv" 12 \
+    "all(r['layers'] == '2' and r['warmup'] == '1' for r in rows) and
+     all((r['verdict'] == 'diverged') == (r['lr'] == '1e+30') for r in rows) and
+     sorted(r['rungs_above_best'] for r in rows) == ['0'] * 6 + ['1'] * 6"
+grep -q "^| siamese | lr 0.03, warmup 1 |.*2 diverged" "$TMP/res/hl.md" && ok "high_lr table" \
+    || bad "high_lr table" "$(cat "$TMP/res/hl.md")"
+png_check "high_lr PNG" "$TMP/res/hl.png"
+one_error "high_lr: a search table without a layout's runs" "has no search run of post at 3 layers" \
+    $PY experiments/high_lr.py --search "$TMP/hl_search.csv" --search-layers 3 --layouts siamese,post --dry-run
+one_error "high_lr: a file that is not a search table" "is not a search table" \
+    $PY experiments/high_lr.py --search README.md --dry-run
+
 # ---- the spike definition: a rise before the loss first reaches the baseline is initial noise, one after counts
 if $PY -c "
 import sys; sys.path.insert(0, 'experiments'); import common
