@@ -198,7 +198,7 @@ def planted_model(mutate):
         "padded-softmax": {"loss": lambda m, logits, targets: F.cross_entropy(logits.reshape(-1, m.cfg.Vp),
                                                                               targets.reshape(-1))},
         "gelu-exact": {"gelu": lambda m, h: F.gelu(h)},
-        "mix-all-pre": {"kind": lambda m, l: "pre" if m.cfg.layout == "mix" else GPT.kind(m, l)},
+        "mix-all-pre": {"kind": lambda m, l, k: "pre" if m.cfg.layout == "mix" else GPT.kind(m, l, k)},
         "deepnorm-alpha-1": {"alpha": lambda m: 1.0},
     }.get(mutate, {})
     for method in overrides:
