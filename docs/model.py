@@ -61,7 +61,7 @@ class GPT:
     def __init__(self, cfg, p):
         self.cfg, self.p = cfg, p  # p: name -> tensor, stacked over blocks: p["qkvw"] (L, 3C, C), p["ln1xw"] (L, C)
 
-    # ---- LayerNorm, and the sub-layers F: the same in every layout
+    # ---- LayerNorm, and the sub-layers F: the same in every layout (but QKV-norm, in the layouts of QKV_NORM)
     def ln(self, name, v, l=None):
         """LayerNorm `name` (ln1x: block l's LN_x before its attention; lnf: the head's) over v's last dimension"""
         w, b = (self.p[name + "w"], self.p[name + "b"]) if l is None else (self.p[name + "w"][l], self.p[name + "b"][l])
