@@ -10,6 +10,11 @@ registry in host/layouts.h:
              logits from LN_f(LN_xf(x) + LN_yf(y))
     mix      (Mix-LN, Li et al. 2024)  post in the first P = floor(alpha L) blocks, pre after;  logits from LN_f(x)
     deepnorm (DeepNet, Wang et al. 2022)  x = LN(alpha x + F(x)), alpha = (2L)^(1/4);  logits from x
+    hybrid   (HybridNorm, Zhuo et al. 2025)  x += Attn_qkvnorm(x); xn = LN2(x); x = xn + MLP(xn);  logits from LN_f(x)
+    hybrid-star  (HybridNorm*)  hybrid with block 0 Pre-Norm: x += Attn_qkvnorm(LN1(x)); x += MLP(LN2(x))
+    siamese-hybrid (SiameseNorm's language-model form, the official code's hybrid_pre): siamese's MLP and head;
+             at the attention  h = c1 x + LN_y(y);  z = Attn_qkvnorm(h);  x = x + z/c_l;  y = y + z
+             (c1 a learned gain of C channels per block; Attn_qkvnorm: q, k, v each LayerNorm-ed per head)
 
 Everything is written out by hand in the spirit of llm.c's train_gpt2.c: each layer is a pair of functions,
 `op_forward` and `op_backward`, side by side. Backward functions ACCUMULATE (+=) into gradient buffers that are
@@ -21,14 +26,17 @@ How to read it (the functions in this order; C++ wants them defined bottom-up, s
   1. gpt2_forward: the encoder makes h0 = x = y; then for each sub-layer s = 2l + k (k = 0 the attention of block
      l, 1 its MLP) its layout's boundary function, e.g. siamese_boundary_forward, whose body is SiameseNorm's line
      above, F included; then the head, e.g. siamese_head_forward, which ends in the logits; then the loss.
-  2. The layouts, each a forward and a backward whose comment is the equation: pre_, post_, deepnorm_ and
-     siamese_boundary_forward / _backward, the heads lnf_, identity_ and siamese_head_forward / _backward, and
-     boundary_of / head_of, the one place that says which runs where (Mix-LN is pre and post, block by block).
+  2. The layouts, each a forward and a backward whose comment is the equation: pre_, post_, deepnorm_,
+     siamese_, residual_, normed_ and siamese_c1_boundary_forward / _backward, the heads lnf_, identity_ and
+     siamese_head_forward / _backward, and boundary_of / head_of, the one place that says which runs where (Mix-LN
+     is pre and post, block by block; HybridNorm residual at the attention, normed at the MLP).
      They name their tensors as the paper does (x, y, xh, u, z, ...): the structs SubLayer and Head.
-  3. F: attention_block_forward and mlp_block_forward, the same for every layout.
+  3. F: attention_block_forward and mlp_block_forward, the same for every layout, but for the QKV-norm of the
+     HybridNorm layouts (qkv_norm_forward: q, k and v LayerNorm-ed over each head's channels, before the attention).
   4. gpt2_backward: the same path in reverse; each _backward stands beside its _forward.
   5. The operations, llm.c's pairs: encoder, layernorm, matmul (matmul_forward_naive is the math; matmul_forward
-     the same product in register tiles), attention, gelu, residual, softmax and cross-entropy.
+     the same product in register tiles), attention (and the QKV-norm), gelu, residual (and gain_residual, c1's),
+     softmax and cross-entropy.
   6. gpt2_update: AdamW.
 A first reading may skip the tiled matrix products (matmul_forward, gemm_acc), the section "where the named tensors
 live" (the activation buffer that SubLayer and Head point into), and the trainer's hooks at the end (micro-batches,
@@ -399,6 +407,76 @@ static void attention_backward(real* dqkv, real* dpreatt, real* datt, const real
 }
 
 // ----------------------------------------------------------------------------------------------------------------
+// QKV-norm (HybridNorm's; the official code's q_norm, k_norm, v_norm): qkv (B, T, 3C) = u W_qkv + b holds q, k and v,
+// each NH heads of hs = C/NH channels, so it is B*T*3*NH rows of hs. Each row is LayerNorm-ed over its hs channels,
+// as layernorm_forward does (eps 1e-5), with the gain w[j] and shift b[j] (hs each, shared by the heads) of its
+// part j (0 q, 1 k, 2 v):  out[bt, j, h, :] = LN_j(inp[bt, j, h, :]). Caches mean and rstd per row, (B, T, 3, NH).
+
+static void qkv_norm_forward(real* out, real* mean, real* rstd, const real* inp, const real* const w[3],
+                             const real* const b[3], int N, int C, int NH) {
+    int hs = C / NH;
+#pragma omp parallel for
+    for (int r = 0; r < N * 3 * NH; r++) {  // row r: token r / (3 NH), part j = (r / NH) % 3, head r % NH
+        int j = r / NH % 3;
+        const real* x = inp + (size_t)r * hs;
+        real m = 0;
+        for (int i = 0; i < hs; i++) m += x[i];
+        m /= hs;
+        real v = 0;
+        for (int i = 0; i < hs; i++) v += (x[i] - m) * (x[i] - m);
+        v /= hs;
+        real s = 1 / std::sqrt(v + (real)1e-5);
+        real* o = out + (size_t)r * hs;
+        for (int i = 0; i < hs; i++) o[i] = (x[i] - m) * s * w[j][i] + b[j][i];
+        mean[r] = m;
+        rstd[r] = s;
+    }
+}
+
+// Each row's backward is layernorm_backward's: with xhat = (x - mean) * rstd and g = w_j * dout,
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)); dw_j += xhat * dout, db_j += dout, summed over the rows of part
+// j (every token and head). Tokens go in fixed chunks of 16, as there: each chunk sums its own dw, db, and the chunks
+// are then added in order, so the result does not depend on the number of threads.
+static void qkv_norm_backward(real* dinp, real* const dw[3], real* const db[3], const real* dout, const real* inp,
+                              const real* const w[3], const real* mean, const real* rstd, int N, int C, int NH) {
+    int hs = C / NH;
+    const int ROWS = 16;
+    int chunks = (N + ROWS - 1) / ROWS;
+    std::vector<real> partial((size_t)chunks * 3 * 2 * hs, 0);  // per chunk and part j: dw (hs), then db (hs)
+#pragma omp parallel for
+    for (int k = 0; k < chunks; k++)
+        for (int r = k * ROWS * 3 * NH; r < N * 3 * NH && r < (k + 1) * ROWS * 3 * NH; r++) {
+            int j = r / NH % 3;
+            real* pdw = partial.data() + ((size_t)k * 3 + j) * 2 * hs;
+            real* pdb = pdw + hs;
+            const real* x = inp + (size_t)r * hs;
+            const real* g = dout + (size_t)r * hs;
+            real m = mean[r], s = rstd[r];
+            real gmean = 0, gxmean = 0;
+            for (int i = 0; i < hs; i++) {
+                real xhat = (x[i] - m) * s;
+                gmean += w[j][i] * g[i];
+                gxmean += w[j][i] * g[i] * xhat;
+            }
+            gmean /= hs;
+            gxmean /= hs;
+            real* dx = dinp + (size_t)r * hs;
+            for (int i = 0; i < hs; i++) {
+                real xhat = (x[i] - m) * s;
+                dx[i] += s * (w[j][i] * g[i] - gmean - xhat * gxmean);
+                pdw[i] += xhat * g[i];
+                pdb[i] += g[i];
+            }
+        }
+    for (int k = 0; k < chunks; k++)
+        for (int j = 0; j < 3; j++)
+            for (int i = 0; i < hs; i++) {
+                dw[j][i] += partial[((size_t)k * 3 + j) * 2 * hs + i];
+                db[j][i] += partial[((size_t)k * 3 + j) * 2 * hs + hs + i];
+            }
+}
+
+// ----------------------------------------------------------------------------------------------------------------
 // GELU, tanh approximation: gelu(x) = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
 
 static const double GELU_K = 0.79788456080286535588;  // sqrt(2/pi)
@@ -437,6 +515,30 @@ static void residual_backward(real* da, real* db, const real* dout, real scale, 
     for (size_t i = 0; i < N; i++) {
         da[i] += dout[i];
         db[i] += scale * dout[i];
+    }
+}
+
+// out = g * a + b over rows of C channels, g a gain of C channels (siamese_c1's h = c1 x + LN_y(y)); n elements
+static void gain_residual_forward(real* out, const real* g, const real* a, const real* b, size_t n, int C) {
+#pragma omp parallel for
+    for (size_t i = 0; i < n; i++) out[i] = g[i % C] * a[i] + b[i];
+}
+
+// dg += the sum over rows of dout * a;  da += g * dout;  db += dout. Parallel over the channels: each channel's dg
+// is summed over the rows in order by one thread, so the result does not depend on the number of threads.
+static void gain_residual_backward(real* dg, real* da, real* db, const real* dout, const real* g, const real* a,
+                                   size_t n, int C) {
+    size_t rows = n / C;
+#pragma omp parallel for
+    for (int i = 0; i < C; i++) {
+        real s = 0;
+        for (size_t r = 0; r < rows; r++) {
+            size_t e = r * C + i;
+            s += dout[e] * a[e];
+            da[e] += g[i] * dout[e];
+            db[e] += dout[e];
+        }
+        dg[i] += s;
     }
 }
 
@@ -491,7 +593,10 @@ typedef struct {
     real* ln_mean;   // (2L, 3, B,T) the statistics of each sub-layer's LayerNorms (slots LN_X, LN_Y, LN_IN), kept
     real* ln_rstd;   // (2L, 3, B,T)   for the backward pass
     // inside F, for each block l
-    real* qkv;       // (L, B,T,3C)
+    real* qkv;       // (L, B,T,3C) q, k, v as the attention reads them (QKV-norm layouts: LN_q(q), LN_k(k), LN_v(v))
+    real* qkvr;      // (L, B,T,3C) QKV-norm layouts: u W_qkv + b, before the norms
+    real* qkvn_mean; // (L, B,T,3,NH) QKV-norm layouts: the statistics of each head's LN_q, LN_k, LN_v, kept for the
+    real* qkvn_rstd; // (L, B,T,3,NH)   backward pass
     real* preatt;    // (L, B,NH,T,T)
     real* att;       // (L, B,NH,T,T)
     real* atty;      // (L, B,T,C) attention output before its projection
@@ -561,25 +666,35 @@ static FileSum gpt2_save_checkpoint(const GPT2* model, const char* path) {
 
 // ----------------------------------------------------------------------------------------------------------------
 // F, the two sub-layers every layout shares: causal self-attention and the MLP of block l, z = F(u). The backward
-// passes go from dz to du (accumulated, +=) and the weight gradients.
+// passes go from dz to du (accumulated, +=) and the weight gradients. In the HybridNorm layouts (qkv_norm in their
+// row of host/layouts.h) the attention LayerNorms q, k and v of each head before it reads them (qkv_norm_forward).
 
 static void attention_block_forward(GPT2* m, int l, const real* u, real* z) {
     const GPT2Config& c = m->config;
-    int B = m->B, T = m->T, C = c.channels, NH = c.num_heads, N = B * T;
+    int B = m->B, T = m->T, C = c.channels, NH = c.num_heads, N = B * T, hs = C / NH;
     ParameterTensors* p = &m->params;
     ActivationTensors* a = &m->acts;
     real* qkv = a->qkv + (size_t)l * N * 3 * C;
     real* preatt = a->preatt + (size_t)l * B * NH * T * T;
     real* att = a->att + (size_t)l * B * NH * T * T;
     real* atty = a->atty + (size_t)l * N * C;
-    matmul_forward(qkv, u, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + (size_t)l * 3 * C, N, C, 3 * C);
+    if (!layout_of(c).qkv_norm) {
+        matmul_forward(qkv, u, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + (size_t)l * 3 * C, N, C, 3 * C);
+    } else {  // QKV-norm: q, k, v = LN_q, LN_k, LN_v (per head) of u W_qkv + b
+        real* qkvr = a->qkvr + (size_t)l * N * 3 * C;
+        size_t stats = (size_t)l * N * 3 * NH;
+        const real* w[3] = {p->lnqkvw[0] + (size_t)l * hs, p->lnqkvw[1] + (size_t)l * hs, p->lnqkvw[2] + (size_t)l * hs};
+        const real* b[3] = {p->lnqkvb[0] + (size_t)l * hs, p->lnqkvb[1] + (size_t)l * hs, p->lnqkvb[2] + (size_t)l * hs};
+        matmul_forward(qkvr, u, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + (size_t)l * 3 * C, N, C, 3 * C);
+        qkv_norm_forward(qkv, a->qkvn_mean + stats, a->qkvn_rstd + stats, qkvr, w, b, N, C, NH);
+    }
     attention_forward(atty, preatt, att, qkv, B, T, C, NH);
     matmul_forward(z, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, N, C, C);
 }
 
 static void attention_block_backward(GPT2* m, int l, const real* u, real* du, const real* dz) {
     const GPT2Config& c = m->config;
-    int B = m->B, T = m->T, C = c.channels, NH = c.num_heads, N = B * T;
+    int B = m->B, T = m->T, C = c.channels, NH = c.num_heads, N = B * T, hs = C / NH;
     ParameterTensors *p = &m->params, *g = &m->grads;
     ActivationTensors *a = &m->acts, *d = &m->grads_acts;
     size_t qkv_off = (size_t)l * N * 3 * C, att_off = (size_t)l * B * NH * T * T, y_off = (size_t)l * N * C;
@@ -587,7 +702,17 @@ static void attention_block_backward(GPT2* m, int l, const real* u, real* du, co
                     a->atty + y_off, p->attprojw + (size_t)l * C * C, N, C, C);
     attention_backward(d->qkv + qkv_off, d->preatt + att_off, d->att + att_off, d->atty + y_off, a->qkv + qkv_off,
                        a->att + att_off, B, T, C, NH);
-    matmul_backward(du, g->qkvw + (size_t)l * 3 * C * C, g->qkvb + (size_t)l * 3 * C, d->qkv + qkv_off, u,
+    real* dqkv = d->qkv + qkv_off;  // the gradient of u W_qkv + b
+    if (layout_of(c).qkv_norm) {    // through the QKV-norm: d(u W_qkv + b) = LN_q', LN_k', LN_v' of dq, dk, dv
+        size_t stats = (size_t)l * N * 3 * NH;
+        const real* w[3] = {p->lnqkvw[0] + (size_t)l * hs, p->lnqkvw[1] + (size_t)l * hs, p->lnqkvw[2] + (size_t)l * hs};
+        real* dw[3] = {g->lnqkvw[0] + (size_t)l * hs, g->lnqkvw[1] + (size_t)l * hs, g->lnqkvw[2] + (size_t)l * hs};
+        real* db[3] = {g->lnqkvb[0] + (size_t)l * hs, g->lnqkvb[1] + (size_t)l * hs, g->lnqkvb[2] + (size_t)l * hs};
+        qkv_norm_backward(d->qkvr + qkv_off, dw, db, d->qkv + qkv_off, a->qkvr + qkv_off, w, a->qkvn_mean + stats,
+                          a->qkvn_rstd + stats, N, C, NH);
+        dqkv = d->qkvr + qkv_off;
+    }
+    matmul_backward(du, g->qkvw + (size_t)l * 3 * C * C, g->qkvb + (size_t)l * 3 * C, dqkv, u,
                     p->qkvw + (size_t)l * 3 * C * C, N, C, 3 * C);
 }
 
@@ -635,9 +760,11 @@ typedef struct {
     real *dx, *dy, *dx_out, *dy_out, *dxh, *dyh, *dh, *du, *dz;  // their gradients
     LayerNorm LN;                // pre, post, deepnorm: the sub-layer's LayerNorm (ln1* at the attention, ln2* ...)
     LayerNorm LN_x, LN_y, LN_in; // siamese: its three (ln1x* ln1y* ln1i*, ...; LN_x is LN's slot)
-    real inv_c;                  // siamese: 1/c_l, c_l = sqrt(2(l+1)) (1 under --no-depth-scale)
+    real inv_c;                  // siamese, siamese_c1: 1/c_l, c_l = sqrt(2(l+1)) (1 under --no-depth-scale)
     int has_ln_in;               // siamese: 0 under --no-ln-in (u = h)
     real alpha;                  // deepnorm: (2L)^(1/4)
+    const real* c1;              // siamese_c1: the learned gain of block l on x (C channels)
+    real* dc1;                   //   and its gradient
 } SubLayer;
 
 // z = F(u): the attention of block l for even s, its MLP for odd s
@@ -696,6 +823,34 @@ static void deepnorm_boundary_backward(const SubLayer& t) {
     F_backward(t, t.x, t.dx);
 }
 
+// HybridNorm's attention (Zhuo et al. 2025): no LayerNorm around F, which normalizes q, k, v inside itself:
+//     z = F(x);  x' = x + z
+static void residual_boundary_forward(const SubLayer& t) {
+    F_forward(t, t.x);                              // z = F(x): F reads the stream itself
+    residual_forward(t.x_out, t.x, t.z, 1, t.n);    // x' = x + z
+}
+
+// dx += dx';  dz += dx';  dx += F'(dz)
+static void residual_boundary_backward(const SubLayer& t) {
+    residual_backward(t.dx, t.dz, t.dx_out, 1, t.n);
+    F_backward(t, t.x, t.dx);
+}
+
+// HybridNorm's MLP: the stream is normalized and the residual branch starts from the normalized stream:
+//     u = LN(x);  z = F(u);  x' = u + z
+static void normed_boundary_forward(const SubLayer& t) {
+    layernorm_forward(t.LN, t.u, t.x);              // u = LN(x)
+    F_forward(t, t.u);                              // z = F(u)
+    residual_forward(t.x_out, t.u, t.z, 1, t.n);    // x' = u + z
+}
+
+// du += dx';  dz += dx';  du += F'(dz);  dx += LN'(du)
+static void normed_boundary_backward(const SubLayer& t) {
+    residual_backward(t.du, t.dz, t.dx_out, 1, t.n);
+    F_backward(t, t.u, t.du);
+    layernorm_backward(t.LN, t.dx, t.du, t.x);
+}
+
 // SiameseNorm (Li et al. 2026), sub-layer F of block l, c_l = sqrt(2(l+1)):
 //     xh = LN_x(x);  yh = LN_y(y);  h = xh + yh;  u = LN_in(h);  z = F(u);  x' = xh + z / c_l;  y' = y + z
 // EXERCISE 2 BEGIN: docs/exercises.md
@@ -724,6 +879,29 @@ static void siamese_boundary_backward(const SubLayer& t) {
     layernorm_backward(t.LN_x, t.dx, t.dxh, t.x);
 }
 // EXERCISE 3 END
+
+// SiameseNorm's language-model form at the attention (the official code's hybrid_pre), whose X stream is
+// HybridNorm's: no LN_x and no LN_in; a learned gain c1 (C channels, from 1) on x instead. Block l, c_l = sqrt(2(l+1)):
+//     yh = LN_y(y);  h = c1 x + yh;  z = F(h);  x' = x + z / c_l;  y' = y + z
+static void siamese_c1_boundary_forward(const SubLayer& t) {
+    int C = t.m->config.channels;
+    layernorm_forward(t.LN_y, t.yh, t.y);               // yh = LN_y(y)
+    gain_residual_forward(t.h, t.c1, t.x, t.yh, t.n, C); // h = c1 x + yh
+    F_forward(t, t.h);                                  // z = F(h)
+    residual_forward(t.x_out, t.x, t.z, t.inv_c, t.n);  // x' = x + z / c_l
+    residual_forward(t.y_out, t.y, t.z, 1, t.n);        // y' = y + z
+}
+
+// dx += dx';  dz += dx' / c_l;  dy += dy';  dz += dy';  dh = F'(dz);
+// dc1 += the sum over tokens of dh x;  dx += c1 dh;  dyh += dh;  dy += LN_y'(dyh)
+static void siamese_c1_boundary_backward(const SubLayer& t) {
+    int C = t.m->config.channels;
+    residual_backward(t.dx, t.dz, t.dx_out, t.inv_c, t.n);
+    residual_backward(t.dy, t.dz, t.dy_out, 1, t.n);
+    F_backward(t, t.h, t.dh);
+    gain_residual_backward(t.dc1, t.dx, t.dyh, t.dh, t.c1, t.x, t.n, C);
+    layernorm_backward(t.LN_y, t.dy, t.dyh, t.y);
+}
 
 // The head: from the streams leaving the last block to the logits, through the tied token embedding wte.
 typedef struct {
@@ -800,6 +978,9 @@ static BoundaryFunctions boundary_of(const GPT2Config& c, int s) {
         case SUBLAYER_POST: return {post_boundary_forward, post_boundary_backward};
         case SUBLAYER_SIAMESE: return {siamese_boundary_forward, siamese_boundary_backward};
         case SUBLAYER_DEEPNORM: return {deepnorm_boundary_forward, deepnorm_boundary_backward};
+        case SUBLAYER_RESIDUAL: return {residual_boundary_forward, residual_boundary_backward};
+        case SUBLAYER_NORMED: return {normed_boundary_forward, normed_boundary_backward};
+        case SUBLAYER_SIAMESE_C1: return {siamese_c1_boundary_forward, siamese_c1_boundary_backward};
     }
     unknown_kind("sub-layer kind", kind);
 }
@@ -960,12 +1141,15 @@ static size_t point_activations(const GPT2Config& c, int B, int T, ActivationTen
     size_t C = c.channels, L = c.num_layers, NH = c.num_heads, Vp = c.padded_vocab_size, BT = (size_t)B * T;
     size_t NC = BT * C;
     size_t two = layout_of(c).streams == 2;  // y and the tensors made from it and LN_x(x): two-stream layouts only
+    size_t qn = layout_of(c).qkv_norm;       // the QKV-norm's input and statistics: its layouts only
     struct { real** ptr; size_t size; } list[] = {
         {&a->x, (2 * L + 1) * NC},   {&a->y, two * (2 * L + 1) * NC},
         {&a->xh, two * 2 * L * NC},  {&a->yh, two * 2 * L * NC},      {&a->h, 2 * L * NC},
         {&a->u, 2 * L * NC},         {&a->z, 2 * L * NC},
         {&a->ln_mean, 2 * L * LN_SLOTS * BT}, {&a->ln_rstd, 2 * L * LN_SLOTS * BT},
-        {&a->qkv, L * BT * 3 * C},   {&a->preatt, L * B * NH * T * T}, {&a->att, L * B * NH * T * T},
+        {&a->qkv, L * BT * 3 * C},   {&a->qkvr, qn * L * BT * 3 * C},
+        {&a->qkvn_mean, qn * L * BT * 3 * NH}, {&a->qkvn_rstd, qn * L * BT * 3 * NH},
+        {&a->preatt, L * B * NH * T * T}, {&a->att, L * B * NH * T * T},
         {&a->atty, L * NC},          {&a->fch, L * BT * 4 * C},       {&a->fch_gelu, L * BT * 4 * C},
         {&a->xf, two * NC},          {&a->yf, two * NC},              {&a->head_h, two * NC}, {&a->hf, NC},
         {&a->lnf_mean, LN_SLOTS * BT}, {&a->lnf_rstd, LN_SLOTS * BT},
@@ -1015,8 +1199,11 @@ static SubLayer sublayer_tensors(GPT2* m, int s) {
     t.dxh = at(d.xh, s * n), t.dyh = at(d.yh, s * n), t.dh = at(d.h, s * n), t.du = at(d.u, s * n);
     t.dz = at(d.z, s * n);
     LayerNorm ln[LN_SLOTS];
+    // a layout whose boundary LayerNorms exist in its first blocks only (norm_blocks: hybrid-star's ln1, block 0)
+    int blocks = layout_of(c).norm_blocks[k], has_ln = blocks == 0 || l < blocks;
     for (int j = 0; j < LN_SLOTS; j++)
-        ln[j] = layernorm_of(p.lnw[k][j], p.lnb[k][j], g.lnw[k][j], g.lnb[k][j],
+        ln[j] = layernorm_of(has_ln ? p.lnw[k][j] : nullptr, has_ln ? p.lnb[k][j] : nullptr,
+                             has_ln ? g.lnw[k][j] : nullptr, has_ln ? g.lnb[k][j] : nullptr,
                              a.ln_mean + ((size_t)s * LN_SLOTS + j) * N, a.ln_rstd + ((size_t)s * LN_SLOTS + j) * N,
                              (size_t)l * C, N, C);
     t.LN = t.LN_x = ln[LN_X];
@@ -1025,6 +1212,7 @@ static SubLayer sublayer_tensors(GPT2* m, int s) {
     t.inv_c = (real)inv_depth_scale(c, l);
     t.has_ln_in = !(c.ablations & ABLATE_NO_LN_IN);
     t.alpha = (real)deepnorm_alpha(c.num_layers);
+    t.c1 = at(p.c1, (size_t)l * C), t.dc1 = at(g.c1, (size_t)l * C);
     return t;
 }
 

@@ -1,16 +1,24 @@
 """docs/model.py: the layouts of siamese-gpt in compact PyTorch, the readable twin of reference_cpu.cpp.
 
 Read GPT.forward first (the whole model on one screen), then the boundary of the layout you came for (GPT.siamese
-for SiameseNorm), then its head. The sub-layers F (GPT.attention, GPT.mlp) are GPT-2's, the same in every layout;
-a first reading may skip them and load_checkpoint. Sub-layer s = 2l + k of block l: k = 0 its attention (LayerNorms
-ln1*), k = 1 its MLP (ln2*). The kinds of boundary and head are host/layouts.h's:
+for SiameseNorm), then its head. The sub-layers F (GPT.attention, GPT.mlp) are GPT-2's, the same in every layout
+but for one change inside the attention (QKV-norm, below); a first reading may skip them and load_checkpoint.
+Sub-layer s = 2l + k of block l: k = 0 its attention (LayerNorms ln1*), k = 1 its MLP (ln2*). The kinds of boundary
+and head are host/layouts.h's:
 
-  pre       x = x + F(LN(x))                                                 head LN_f(x)
-  post      x = LN(x + F(x))                                                 head x
-  siamese   xh = LN_x(x); z = F(LN_in(xh + LN_y(y))); x = xh + z/c_l; y = y + z   head LN_f(LN_xf(x) + LN_yf(y))
-  deepnorm  x = LN(alpha x + F(x)), alpha = (2L)^(1/4)                       head x
+  pre         x = x + F(LN(x))                                               head LN_f(x)
+  post        x = LN(x + F(x))                                               head x
+  siamese     xh = LN_x(x); z = F(LN_in(xh + LN_y(y))); x = xh + z/c_l; y = y + z   head LN_f(LN_xf(x) + LN_yf(y))
+  deepnorm    x = LN(alpha x + F(x)), alpha = (2L)^(1/4)                     head x
+  residual    x = x + F(x)                   (HybridNorm's attention: F reads the raw stream)
+  normed      xn = LN(x); x = xn + F(xn)     (HybridNorm's MLP)
+  siamese_c1  z = F(c1 * x + LN_y(y)); x = x + z/c_l; y = y + z   (c1: a learned gain of C channels per block)
 
-and the layout mix (Mix-LN) is post in its first P blocks and pre after them, with pre's head.
+A layout is a kind per sub-layer and a head: mix (Mix-LN) is post in its first P blocks and pre after them, with
+pre's head; hybrid (HybridNorm) is residual at the attention and normed at the MLP, head LN_f(x); hybrid-star
+(HybridNorm*) is hybrid with block 0 pre; siamese-hybrid (SiameseNorm with HybridNorm's X stream, the paper's
+language model) is siamese_c1 at the attention and siamese at the MLP, with siamese's head. In these three the
+attention is QKV-norm attention: each head's q, k and v are LayerNorm-ed over its hs channels (GPT.qkv_norm).
 
 The parameters come from a checkpoint the C++ trainer wrote, located through its tensor table (./reference_cpu -e
 CKPT --print-tensors), so no copy of the file format lives here. tests/torch_check.py holds this file to the C++
@@ -32,12 +40,14 @@ import torch.nn.functional as F
 
 TRAINER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reference_cpu")
 NO_DEPTH_SCALE, NO_LN_IN = 1, 2  # SiameseNorm's ablations (--no-depth-scale, --no-ln-in): bits of header[9]
+TWO_STREAMS = ("siamese", "siamese-hybrid")  # the layouts with a Y stream
+QKV_NORM = ("hybrid", "hybrid-star", "siamese-hybrid")  # the layouts whose attention normalizes q, k and v
 
 
 @dataclasses.dataclass
 class Config:
-    layout: str     # pre, post, siamese, mix or deepnorm (--norm)
-    ablations: int  # NO_DEPTH_SCALE | NO_LN_IN (siamese only)
+    layout: str     # pre, post, siamese, mix, deepnorm, hybrid, hybrid-star or siamese-hybrid (--norm)
+    ablations: int  # NO_DEPTH_SCALE | NO_LN_IN (siamese and siamese-hybrid only)
     setting: int    # the layout's own setting: mix's P, its Post-LN blocks (0: none)
     L: int          # blocks
     NH: int         # heads
@@ -51,9 +61,9 @@ class GPT:
     def __init__(self, cfg, p):
         self.cfg, self.p = cfg, p  # p: name -> tensor, stacked over blocks: p["qkvw"] (L, 3C, C), p["ln1xw"] (L, C)
 
-    # ---- LayerNorm, and the sub-layers F: the same in every layout
+    # ---- LayerNorm, and the sub-layers F: the same in every layout (but QKV-norm, in the layouts of QKV_NORM)
     def ln(self, name, v, l=None):
-        """LayerNorm `name` (ln1x: block l's LN_x before its attention; lnf: the head's) over the C channels"""
+        """LayerNorm `name` (ln1x: block l's LN_x before its attention; lnf: the head's) over v's last dimension"""
         w, b = (self.p[name + "w"], self.p[name + "b"]) if l is None else (self.p[name + "w"][l], self.p[name + "b"][l])
         return F.layer_norm(v, (v.shape[-1],), w, b, eps=1e-5)
 
@@ -62,9 +72,16 @@ class GPT:
         p, (B, T, C), NH = self.p, u.shape, self.cfg.NH
         q, k, v = (t.reshape(B, T, NH, C // NH).transpose(1, 2)  # (B, NH, T, hs)
                    for t in F.linear(u, p["qkvw"][l], p["qkvb"][l]).split(C, dim=-1))
+        if self.cfg.layout in QKV_NORM:
+            q, k, v = self.qkv_norm(l, q, k, v)
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(C // NH)
         att = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf")).softmax(dim=-1)
         return F.linear((att @ v).transpose(1, 2).reshape(B, T, C), p["attprojw"][l], p["attprojb"][l])
+
+    def qkv_norm(self, l, q, k, v):
+        """HybridNorm's QKV-norm: each of q, k, v (B, NH, T, hs) LayerNorm-ed over the hs channels of each head and
+        token, with block l's gains and shifts of size hs (lnq, lnk, lnv), shared by the heads"""
+        return self.ln("lnq", q, l), self.ln("lnk", k, l), self.ln("lnv", v, l)
 
     def gelu(self, h):
         return F.gelu(h, approximate="tanh")  # GPT-2's tanh approximation
@@ -89,6 +106,17 @@ class GPT:
         z = f(u)
         return xh + z / self.c_l(l), y + z
 
+    def residual(self, l, n, f, x):  # x = x + F(x): no LayerNorm at this boundary
+        return x + f(x)
+
+    def normed(self, l, n, f, x):    # xn = LN(x); x = xn + F(xn)
+        xn = self.ln(n, x, l)
+        return xn + f(xn)
+
+    def siamese_c1(self, l, n, f, x, y):  # z = F(c1 * x + LN_y(y)); x = x + z/c_l; y = y + z
+        z = f(self.p["c1"][l] * x + self.ln(n + "y", y, l))
+        return x + z / self.c_l(l), y + z
+
     def ln_in(self, l, n, v):        # LN_in, the normalized input; the identity under --no-ln-in
         return v if self.cfg.ablations & NO_LN_IN else self.ln(n + "i", v, l)
 
@@ -108,19 +136,27 @@ class GPT:
     def head_siamese(self, x, y):
         return self.ln("lnf", self.ln("lnfx", x) + self.ln("lnfy", y))
 
-    # ---- the dispatch (host/layouts.h's registry): which boundary block l has, which head the layout
-    def kind(self, l):
-        if self.cfg.layout == "mix":
+    # ---- the dispatch (host/layouts.h's registry): which boundary sub-layer k of block l has, which head the layout
+    def kind(self, l, k):
+        layout = self.cfg.layout
+        if layout == "mix":
             return "post" if l < self.cfg.setting else "pre"
-        return self.cfg.layout  # pre, post, siamese, deepnorm: one kind in every block
+        if layout == "hybrid-star" and l == 0:
+            return "pre"
+        if layout in ("hybrid", "hybrid-star"):
+            return ("residual", "normed")[k]
+        if layout == "siamese-hybrid":
+            return ("siamese_c1", "siamese")[k]
+        return layout  # pre, post, siamese, deepnorm: one kind in every sub-layer
 
     def head(self, *streams):
-        return {"pre": self.head_ln, "mix": self.head_ln, "post": self.head_identity,
-                "deepnorm": self.head_identity, "siamese": self.head_siamese}[self.cfg.layout](*streams)
+        return {"pre": self.head_ln, "mix": self.head_ln, "hybrid": self.head_ln, "hybrid-star": self.head_ln,
+                "post": self.head_identity, "deepnorm": self.head_identity, "siamese": self.head_siamese,
+                "siamese-hybrid": self.head_siamese}[self.cfg.layout](*streams)
 
     def boundary(self, l, k, f, streams):
         """sub-layer k of block l with its layout's boundary: the streams (x,) or (x, y) before F -> after"""
-        out = getattr(self, self.kind(l))(l, f"ln{k + 1}", f, *streams)
+        out = getattr(self, self.kind(l, k))(l, f"ln{k + 1}", f, *streams)
         return out if isinstance(out, tuple) else (out,)
 
     # ---- the model
@@ -128,7 +164,7 @@ class GPT:
         """the logits (B, T, Vp) of the token ids inputs (B, T), the padded columns V..Vp-1 included"""
         p, T = self.p, inputs.shape[1]
         h0 = p["wte"][inputs] + p["wpe"][:T]
-        streams = (h0, h0) if self.cfg.layout == "siamese" else (h0,)  # x (and y): both start as h0
+        streams = (h0, h0) if self.cfg.layout in TWO_STREAMS else (h0,)  # x (and y): both start as h0
         for l in range(self.cfg.L):
             streams = self.boundary(l, 0, lambda u: self.attention(l, u), streams)
             streams = self.boundary(l, 1, lambda u: self.mlp(l, u), streams)

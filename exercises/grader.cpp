@@ -262,7 +262,8 @@ static std::vector<std::string> target_params(Model& M, int s, const std::string
     const char* slots[] = {"LN_x", "LN_y", "LN_in"};
     for (int j = 0; j < 3; j++)
         if (what == slots[j] || (what == "LN" && j == 0)) {
-            const char* const* names = layout.norm_names + (k * layout.norms + j) * 2;
+            if (j >= layout.norms[k] || !layout.norm_names[k][2 * j]) internal("%s has no %s", layout.name, what.c_str());
+            const char* const* names = layout.norm_names[k] + 2 * j;
             return {names[0], names[1]};
         }
     for (int j = 0; j < layout.head_norms; j++) {

@@ -47,8 +47,8 @@ static void print_usage(const char* program) {
     fprintf(stderr,
             "  --layers N --channels N --heads N --max-seq-len N   free model shape (default 4, 128, 4, 1024)\n"
             "  --vocab N          vocabulary of a new model (default: from the shard header)\n"
-            "  --no-depth-scale   siamese ablation: c_l = 1\n"
-            "  --no-ln-in         siamese ablation: LN_in is the identity\n"
+            "  --no-depth-scale   siamese and siamese-hybrid ablation: c_l = 1\n"
+            "  --no-ln-in         siamese and siamese-hybrid ablation: LN_in is the identity\n"
             "  -o <dir>    output directory for main.log and checkpoints (default none)\n"
             "  -b N        micro-batch size (default 8)          -t N  sequence length (default 128)\n"
             "  -d N        total batch size in tokens; gradient accumulation = d/(b*t) (default b*t)\n"

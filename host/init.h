@@ -29,15 +29,16 @@ static void fill_normal(T* p, size_t n, double std_, uint64_t state) {
 }
 
 // GPT-2 initialization into a parameter buffer laid out by parameter_table: weights N(0, 0.02), the residual output
-// projections (attprojw, fcprojw) N(0, 0.02/sqrt(2L)), biases 0, LayerNorm gains 1 and shifts 0, padded vocabulary
-// rows 0; a layout may scale the draws of some weights (LayoutInfo::init_std). Each tensor draws from its own stream seeded by (seed, name), so the weights the layouts share start
+// projections (attprojw, fcprojw) N(0, 0.02/sqrt(2L)), biases 0, LayerNorm gains 1 and shifts 0 (the QKV-norm's
+// too), siamese_c1's gain c1 1, padded vocabulary rows 0; a layout may scale the draws of some weights
+// (LayoutInfo::init_std). Each tensor draws from its own stream seeded by (seed, name), so the weights the layouts share start
 // identical for the same seed, and the CPU and the GPU trainers start from the same numbers.
 template <typename T>
 static void init_parameters(const GPT2Config& c, uint64_t seed, T* memory) {
     for (const TensorInfo& t : parameter_table(c)) {
         T* p = memory + t.offset;
         std::string name = t.name;
-        int is_gain = name.compare(0, 2, "ln") == 0 && name.back() == 'w';
+        int is_gain = (name.compare(0, 2, "ln") == 0 && name.back() == 'w') || name == "c1";
         if (is_gain) {
             for (size_t i = 0; i < t.size; i++) p[i] = (T)1;
         } else if (t.decay) {  // every 2-D weight matrix

@@ -15,6 +15,10 @@ name each kind's forward and backward function; train_gpt2.cu: boundary_kind and
   post      x                            LN(x + z)                                  post_boundary_forward
   siamese   LN_in(LN_x(x) + LN_y(y))     x = LN_x(x) + z / c_l,  y = y + z          siamese_boundary_forward
   deepnorm  x                            LN(alpha x + z),  alpha = (2L)^(1/4)       deepnorm_boundary_forward
+  residual  x                            x + z                                      residual_boundary_forward
+  normed    LN(x)                        LN(x) + z                                  normed_boundary_forward
+  siamese_c1  c1 x + LN_y(y)             x = x + z / c_l,  y = y + z                siamese_c1_boundary_forward
+              (c1: a learned gain of C channels per block)
 
 and the heads (hf, what the tied wte turns into logits):
 
@@ -25,7 +29,12 @@ and the heads (hf, what the tied wte turns into logits):
 
 The layouts: pre, post and siamese use one kind throughout; mix (Mix-LN) is post for its first P blocks and pre
 after them, with pre's head (P, its own setting, in header[10]); deepnorm (DeepNet's DeepNorm) is post with the
-stream scaled by alpha and its own initialization (init_std).
+stream scaled by alpha and its own initialization (init_std). hybrid (HybridNorm) is residual at the attention and
+normed at the MLP, with pre's head; hybrid-star (HybridNorm*) the same with a Pre-Norm block 0; siamese-hybrid
+(SiameseNorm's language-model form, the official code's hybrid_pre) is siamese_c1 at the attention and siamese at the
+MLP, with siamese's head. In these three F's attention is the QKV-norm attention (qkv_norm in the row): q, k and v
+are each LayerNorm-ed over each head's hs channels (LN_q, LN_k, LN_v, gains and shifts of hs per block) before the
+attention.
 
 To add a layout (docs/adding_a_layout.md): a row here; a new kind only if no kind above does what its boundary does
 (then its forward and backward function and its case in boundary_of, reference_cpu.cpp, and its row in
@@ -40,17 +49,21 @@ this row.
 #include "utils.h"
 
 // header[8] of the checkpoint: the layout's index in LAYOUTS (0 keeps llm.c's files valid: they are Pre-Norm)
-enum NormLayout { NORM_PRE = 0, NORM_POST = 1, NORM_SIAMESE = 2, NORM_MIX = 3, NORM_DEEPNORM = 4 };
+enum NormLayout { NORM_PRE = 0, NORM_POST = 1, NORM_SIAMESE = 2, NORM_MIX = 3, NORM_DEEPNORM = 4, NORM_HYBRID = 5,
+                  NORM_HYBRID_STAR = 6, NORM_SIAMESE_HYBRID = 7 };
 
 // what a sub-layer boundary does (the table above)
-enum SubLayerKind { SUBLAYER_PRE = 0, SUBLAYER_POST = 1, SUBLAYER_SIAMESE = 2, SUBLAYER_DEEPNORM = 3 };
-static const char* const SUBLAYER_KIND_NAMES[] = {"pre", "post", "siamese", "deepnorm"};
+enum SubLayerKind { SUBLAYER_PRE = 0, SUBLAYER_POST = 1, SUBLAYER_SIAMESE = 2, SUBLAYER_DEEPNORM = 3,
+                    SUBLAYER_RESIDUAL = 4, SUBLAYER_NORMED = 5, SUBLAYER_SIAMESE_C1 = 6 };
+static const char* const SUBLAYER_KIND_NAMES[] = {"pre",      "post",   "siamese",   "deepnorm",
+                                                  "residual", "normed", "siamese_c1"};
 // what the head does
 enum HeadKind { HEAD_LN = 0, HEAD_IDENTITY = 1, HEAD_SIAMESE = 2 };
 
 // The LayerNorm slots of a boundary and of the head: the index j of lnw[k][j] and lnfw[j] (host/model_config.h).
-// A kind uses the first few: pre and post one (LN_X: LN1/LN2, LN_f at the head), siamese all three (LN_x, LN_y,
-// LN_in; at the head LN_xf, LN_yf, LN_f). LN_SLOTS, the most any kind uses, sizes the arrays.
+// pre, post, deepnorm and normed use one (LN_X: LN1/LN2, LN_f at the head), siamese all three (LN_x, LN_y, LN_in;
+// at the head LN_xf, LN_yf, LN_f), siamese_c1 LN_Y alone, residual none. LN_SLOTS, the most any kind uses, sizes
+// the arrays.
 enum { LN_X = 0, LN_Y = 1, LN_IN = 2, LN_SLOTS = 3 };
 
 // SiameseNorm ablations, header[9] of the checkpoint (0 for the full method and every other layout)
@@ -78,15 +91,20 @@ typedef struct {
     const char* source;     // where it comes from
     const char* equations;  // one line: each sub-layer, then the head
     int streams;            // 1: x; 2: x and y, both starting as h0
-    // the LayerNorm tensors of a sub-layer boundary: norms slots (LN_X, ...), each a gain and a shift of shape
-    // (L, C); names in the order [k][slot][gain, shift] for k = 0 (before or after the attention), 1 (the MLP)
-    int norms;
-    const char* const* norm_names;
+    // the LayerNorm tensors of the sub-layer boundaries, for k = 0 (before or after the attention) and k = 1 (the
+    // MLP): norms[k] slots (LN_X, LN_Y, LN_IN), each a gain and a shift, names [slot][gain, shift] (a slot named
+    // nullptr has no tensors: its kinds do not read it), of shape (norm_blocks[k], C): the blocks 0.. that have
+    // them, 0 for all L
+    int norms[2];
+    const char* const* norm_names[2];
+    int norm_blocks[2];
     // the head's LayerNorms (shape (C)): head_norms slots, names [slot][gain, shift]
     int head_norms;
     const char* const* head_norm_names;
     HeadKind head;
     SubLayerKind (*kind)(int s, int num_layers, int setting);  // the kind of sub-layer s = 2l + k
+    int qkv_norm;           // 1: F's attention LayerNorms q, k and v of each head (lnq*, lnk*, lnv*: (L, hs) each)
+    int c1;                 // 1: the attention boundary has the learned gain c1 on x (siamese_c1: (L, C))
     int ablations;          // the ABLATE_* bits it takes (header[9])
     LayoutSetting setting;
     int cuda;               // the CUDA trainer (train_gpt2.cu) runs it
@@ -98,9 +116,11 @@ typedef struct {
 // ----------------------------------------------------------------------------------------------------------------
 // the rows' pieces
 
-static const char* const PLAIN_NORMS[] = {"ln1w", "ln1b", "ln2w", "ln2b"};
-static const char* const SIAMESE_NORMS[] = {"ln1xw", "ln1xb", "ln1yw", "ln1yb", "ln1iw", "ln1ib",
-                                            "ln2xw", "ln2xb", "ln2yw", "ln2yb", "ln2iw", "ln2ib"};
+static const char* const PLAIN_NORMS_1[] = {"ln1w", "ln1b"};
+static const char* const PLAIN_NORMS_2[] = {"ln2w", "ln2b"};
+static const char* const SIAMESE_NORMS_1[] = {"ln1xw", "ln1xb", "ln1yw", "ln1yb", "ln1iw", "ln1ib"};
+static const char* const SIAMESE_NORMS_2[] = {"ln2xw", "ln2xb", "ln2yw", "ln2yb", "ln2iw", "ln2ib"};
+static const char* const SIAMESE_C1_NORMS_1[] = {nullptr, nullptr, "ln1yw", "ln1yb"};  // LN_y in its slot LN_Y
 static const char* const LNF_NORM[] = {"lnfw", "lnfb"};
 static const char* const SIAMESE_HEAD_NORMS[] = {"lnfxw", "lnfxb", "lnfyw", "lnfyb", "lnfw", "lnfb"};
 
@@ -138,25 +158,53 @@ static double deepnorm_init_std(const char* name, size_t row, int L, int C, doub
     return gpt2_std;
 }
 
+// HybridNorm (Zhuo et al. 2025, "HybridNorm: Towards Stable and Efficient Transformer Training via Hybrid
+// Normalization", arXiv 2503.04598): the attention reads the raw stream, x = x + Attn_qkvnorm(x) (residual), the MLP
+// is Post-Norm's LN moved before the residual branch, xn = LN(x); x = xn + MLP(xn) (normed); head LN_f(x).
+// HybridNorm* (the same paper): block 0 is Pre-Norm, x = x + Attn_qkvnorm(LN(x)); x = x + MLP(LN(x)).
+static SubLayerKind hybrid_kind(int s, int, int) { return s % 2 == 0 ? SUBLAYER_RESIDUAL : SUBLAYER_NORMED; }
+static SubLayerKind hybrid_star_kind(int s, int L, int setting) {
+    return s / 2 == 0 ? SUBLAYER_PRE : hybrid_kind(s, L, setting);
+}
+// SiameseNorm's language-model form (the official code's OLMo_model_hybrid_pre.py, MODEL_TYPE=hybrid_pre): its X
+// stream is HybridNorm's. Attention: h = c1 x + LN_y(y); z = Attn_qkvnorm(h) (siamese_c1); MLP: siamese's.
+static SubLayerKind siamese_hybrid_kind(int s, int, int) {
+    return s % 2 == 0 ? SUBLAYER_SIAMESE_C1 : SUBLAYER_SIAMESE;
+}
+
 // ----------------------------------------------------------------------------------------------------------------
 // the registry: row i is the layout with header[8] = i
 
 static const LayoutInfo LAYOUTS[] = {
     {"pre", "GPT-2 (Radford et al. 2019)", "x = x + F(LN(x)); head LN_f(x)",
-     1, 1, PLAIN_NORMS, 1, LNF_NORM, HEAD_LN, all_pre, 0, NO_SETTING, 1, nullptr},
+     1, {1, 1}, {PLAIN_NORMS_1, PLAIN_NORMS_2}, {0, 0}, 1, LNF_NORM, HEAD_LN, all_pre, 0, 0, 0, NO_SETTING, 1, nullptr},
     {"post", "GPT-1, the Transformer (Vaswani et al. 2017)", "x = LN(x + F(x)); head x",
-     1, 1, PLAIN_NORMS, 0, nullptr, HEAD_IDENTITY, all_post, 0, NO_SETTING, 1, nullptr},
+     1, {1, 1}, {PLAIN_NORMS_1, PLAIN_NORMS_2}, {0, 0}, 0, nullptr, HEAD_IDENTITY, all_post, 0, 0, 0, NO_SETTING, 1,
+     nullptr},
     {"siamese", "SiameseNorm (Li et al., ICML 2026, arXiv 2602.08064)",
      "xh = LN_x(x); z = F(LN_in(xh + LN_y(y))); x = xh + z/c_l; y = y + z; head LN_f(LN_xf(x) + LN_yf(y))",
-     2, 3, SIAMESE_NORMS, 3, SIAMESE_HEAD_NORMS, HEAD_SIAMESE, all_siamese,
+     2, {3, 3}, {SIAMESE_NORMS_1, SIAMESE_NORMS_2}, {0, 0}, 3, SIAMESE_HEAD_NORMS, HEAD_SIAMESE, all_siamese, 0, 0,
      ABLATE_NO_DEPTH_SCALE | ABLATE_NO_LN_IN, NO_SETTING, 1, nullptr},
     {"mix", "Mix-LN (Li et al. 2024, arXiv 2412.13795)",
      "blocks l < P: x = LN(x + F(x)); blocks l >= P: x = x + F(LN(x)); head LN_f(x); P = floor(alpha L)",
-     1, 1, PLAIN_NORMS, 1, LNF_NORM, HEAD_LN, mix_kind, 0,
+     1, {1, 1}, {PLAIN_NORMS_1, PLAIN_NORMS_2}, {0, 0}, 1, LNF_NORM, HEAD_LN, mix_kind, 0, 0, 0,
      {"--mix-alpha", "the fraction alpha of the blocks that are Post-LN, the first floor(alpha L)", "Post-LN blocks", 0.25, mix_post_blocks, mix_valid}, 1, nullptr},
     {"deepnorm", "DeepNorm (Wang et al. 2022, DeepNet, arXiv 2203.00555)",
      "x = LN(alpha x + F(x)), alpha = (2L)^(1/4); head x; beta = (8L)^(-1/4) scales the init of v, attproj, fc, fcproj",
-     1, 1, PLAIN_NORMS, 0, nullptr, HEAD_IDENTITY, all_deepnorm, 0, NO_SETTING, 0, deepnorm_init_std},
+     1, {1, 1}, {PLAIN_NORMS_1, PLAIN_NORMS_2}, {0, 0}, 0, nullptr, HEAD_IDENTITY, all_deepnorm, 0, 0, 0, NO_SETTING,
+     0, deepnorm_init_std},
+    {"hybrid", "HybridNorm (Zhuo et al. 2025, arXiv 2503.04598)",
+     "attention: x = x + F(x); MLP: xn = LN(x); x = xn + F(xn); F's attention LayerNorms q, k, v; head LN_f(x)",
+     1, {0, 1}, {nullptr, PLAIN_NORMS_2}, {0, 0}, 1, LNF_NORM, HEAD_LN, hybrid_kind, 1, 0, 0, NO_SETTING, 0, nullptr},
+    {"hybrid-star", "HybridNorm* (Zhuo et al. 2025, arXiv 2503.04598): HybridNorm with a Pre-Norm block 0",
+     "block 0: x = x + F(LN(x)); blocks l >= 1 as hybrid; F's attention LayerNorms q, k, v; head LN_f(x)",
+     1, {1, 1}, {PLAIN_NORMS_1, PLAIN_NORMS_2}, {1, 0}, 1, LNF_NORM, HEAD_LN, hybrid_star_kind, 1, 0, 0, NO_SETTING,
+     0, nullptr},
+    {"siamese-hybrid", "SiameseNorm's language-model form (Li et al. 2026; the official code's hybrid_pre)",
+     "attention: h = c1 x + LN_y(y); z = F(h); x = x + z/c_l; y = y + z; MLP: as siamese; F's attention LayerNorms "
+     "q, k, v; head LN_f(LN_xf(x) + LN_yf(y))",
+     2, {2, 3}, {SIAMESE_C1_NORMS_1, SIAMESE_NORMS_2}, {0, 0}, 3, SIAMESE_HEAD_NORMS, HEAD_SIAMESE,
+     siamese_hybrid_kind, 1, 1, ABLATE_NO_DEPTH_SCALE | ABLATE_NO_LN_IN, NO_SETTING, 0, nullptr},
 };
 static const int NUM_LAYOUTS = (int)(sizeof(LAYOUTS) / sizeof(LAYOUTS[0]));
 

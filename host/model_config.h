@@ -92,8 +92,11 @@ struct ParameterTensorsT {  // T: float or double on the CPU, float (and bf16) o
     T* wpe;                       // (maxT, C) position embedding
     T* lnw[2][LN_SLOTS];          // [attn/mlp][slot] (L, C) LayerNorm gains of the sub-layer boundaries
     T* lnb[2][LN_SLOTS];          // (L, C) and shifts
+    T* c1;                        // (L, C) siamese_c1: the attention boundary's gain on x (LayoutInfo::c1)
     T* qkvw;                      // (L, 3C, C)
     T* qkvb;                      // (L, 3C)
+    T* lnqkvw[3];                 // (L, hs) QKV-norm (LayoutInfo::qkv_norm): the gains of LN_q, LN_k, LN_v
+    T* lnqkvb[3];                 // (L, hs) and their shifts
     T* attprojw;                  // (L, C, C)
     T* attprojb;                  // (L, C)
     T* fcw;                       // (L, 4C, C)
@@ -115,7 +118,8 @@ struct TensorSpecT {
 };
 
 // The tensors of a layout in checkpoint order: the embeddings, then for the attention and the MLP the layout's
-// boundary LayerNorms (its row in LAYOUTS) before the sub-layer's weights, then the head's LayerNorms. Pre-Norm is
+// boundary LayerNorms (its row in LAYOUTS) before the sub-layer's weights, then the head's LayerNorms; where the row
+// has them, c1 after the attention's LayerNorms and the QKV-norm's LN_q, LN_k, LN_v right after qkvb. Pre-Norm is
 // llm.c's exact order, so GPT-2 files load unchanged.
 template <typename T>
 static std::vector<TensorSpecT<T>> parameter_specs(const GPT2Config& c, ParameterTensorsT<T>* p) {
@@ -130,14 +134,24 @@ static std::vector<TensorSpecT<T>> parameter_specs(const GPT2Config& c, Paramete
     const LayoutInfo& layout = layout_of(c);
     add("wte", &p->wte, 1, {Vp, C});
     add("wpe", &p->wpe, 1, {maxT, C});
+    size_t hs = c.num_heads > 0 ? C / c.num_heads : 0;  // validate_config fails a shape whose heads do not divide C
+    static const char* const QKV_NORM_NAMES[3][2] = {{"lnqw", "lnqb"}, {"lnkw", "lnkb"}, {"lnvw", "lnvb"}};
     for (int k = 0; k < 2; k++) {  // k = 0: the boundary of the attention, k = 1: of the MLP
-        for (int j = 0; j < layout.norms; j++) {
-            add(layout.norm_names[(k * layout.norms + j) * 2], &p->lnw[k][j], 0, {L, C});
-            add(layout.norm_names[(k * layout.norms + j) * 2 + 1], &p->lnb[k][j], 0, {L, C});
+        size_t rows = layout.norm_blocks[k] ? (size_t)layout.norm_blocks[k] : L;
+        for (int j = 0; j < layout.norms[k]; j++) {
+            const char* const* names = layout.norm_names[k] + 2 * j;  // [gain, shift]
+            if (!names[0]) continue;                                  // a slot the layout's kinds do not read
+            add(names[0], &p->lnw[k][j], 0, {rows, C});
+            add(names[1], &p->lnb[k][j], 0, {rows, C});
         }
         if (k == 0) {
+            if (layout.c1) add("c1", &p->c1, 0, {L, C});
             add("qkvw", &p->qkvw, 1, {L, 3 * C, C});
             add("qkvb", &p->qkvb, 0, {L, 3 * C});
+            for (int j = 0; layout.qkv_norm && j < 3; j++) {
+                add(QKV_NORM_NAMES[j][0], &p->lnqkvw[j], 0, {L, hs});
+                add(QKV_NORM_NAMES[j][1], &p->lnqkvb[j], 0, {L, hs});
+            }
             add("attprojw", &p->attprojw, 1, {L, C, C});
             add("attprojb", &p->attprojb, 0, {L, C});
         } else {
@@ -204,10 +218,14 @@ static void validate_config(const GPT2Config& c) {
     const LayoutInfo& layout = layout_of(c);
     if (c.ablations & ~(ABLATE_NO_DEPTH_SCALE | ABLATE_NO_LN_IN)) fail("unknown ablation bits %d", c.ablations);
     if (c.ablations & ~layout.ablations) {
-        std::string takers;
+        std::vector<std::string> takers;
         for (const LayoutInfo& other : LAYOUTS)
-            if (other.ablations) takers += std::string(takers.empty() ? "" : ", ") + other.name;
-        fail("the ablations apply to the %s layout only (not %s)", takers.c_str(), layout.name);
+            if (other.ablations) takers.push_back(other.name);
+        std::string list;
+        for (size_t i = 0; i < takers.size(); i++)
+            list += (i == 0 ? "" : i + 1 == takers.size() ? " and " : ", ") + takers[i];
+        fail("the ablations apply to the %s layout%s only (not %s)", list.c_str(), takers.size() > 1 ? "s" : "",
+             layout.name);
     }
     if (!layout.setting.flag && c.layout_setting != 0)
         fail("the %s layout has no setting of its own, but header[10] = %d", layout.name, c.layout_setting);

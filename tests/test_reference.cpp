@@ -28,7 +28,9 @@ static void perturb(GPT2* m, uint64_t seed) {
 
 // {layout, ablations, setting}: every layout, the ablations, Mix-LN with 1 and 2 of the 3 blocks Post-LN
 static const int CASES[][3] = {{NORM_PRE, 0, 0},     {NORM_POST, 0, 0},     {NORM_SIAMESE, 0, 0}, {NORM_SIAMESE, 1, 0},
-                               {NORM_SIAMESE, 2, 0}, {NORM_MIX, 0, 1},      {NORM_MIX, 0, 2},     {NORM_DEEPNORM, 0, 0}};
+                               {NORM_SIAMESE, 2, 0}, {NORM_MIX, 0, 1},      {NORM_MIX, 0, 2},     {NORM_DEEPNORM, 0, 0},
+                               {NORM_HYBRID, 0, 0},  {NORM_HYBRID_STAR, 0, 0}, {NORM_SIAMESE_HYBRID, 0, 0},
+                               {NORM_SIAMESE_HYBRID, 1, 0}, {NORM_SIAMESE_HYBRID, 2, 0}};
 
 // The plain matrix products (matmul_forward_naive, matmul_backward_naive: the math) against the tiled ones the model
 // runs, on shapes that reach every path of the tiles: full 4 x 4 tiles and the remainder rows and outputs, C not a
@@ -155,7 +157,8 @@ TEST_CASE("causality: logits at t do not change when tokens after t change") {
 }
 
 // The registry (host/layouts.h) is consistent: each row's name finds it, its LayerNorm tensors cover what its kinds
-// and its head read, two-stream kinds come with two streams, and its parameter table names each tensor once.
+// and its head read (in every block that reads them) and no more, two-stream kinds come with two streams, c1 comes
+// with the kind that reads it, and its parameter table names each tensor once.
 TEST_CASE("layout registry: every row is consistent with what its kinds need") {
     std::set<std::string> names;
     for (int i = 0; i < NUM_LAYOUTS; i++) {
@@ -179,12 +182,26 @@ TEST_CASE("layout registry: every row is consistent with what its kinds need") {
                 GPT2Config c = make_config(L, 32, 4, 16, 60, i, 0, setting);
                 std::set<std::string> tensors;
                 for (const TensorInfo& t : parameter_table(c)) CHECK(tensors.insert(t.name).second);
+                std::set<std::vector<int>> read;  // {k, slot, block} of the boundary LayerNorms some kind reads
+                int c1_read = 0;
                 for (int s = 0; s < 2 * L; s++) {
                     SubLayerKind k = sublayer_kind(c, s);
-                    int slots = k == SUBLAYER_SIAMESE ? 3 : 1;  // LN_X (, LN_Y, LN_IN)
-                    CHECK(l.norms >= slots);
-                    if (k == SUBLAYER_SIAMESE) CHECK(l.streams == 2);
+                    std::vector<int> slots = {LN_X};  // the slots each kind's functions read
+                    if (k == SUBLAYER_SIAMESE) slots = {LN_X, LN_Y, LN_IN};
+                    if (k == SUBLAYER_SIAMESE_C1) slots = {LN_Y};
+                    if (k == SUBLAYER_RESIDUAL) slots = {};
+                    for (int j : slots) read.insert({s % 2, j, s / 2});
+                    c1_read |= k == SUBLAYER_SIAMESE_C1;
+                    if (k == SUBLAYER_SIAMESE_C1) CHECK(s % 2 == 0);  // c1 is the attention boundary's
+                    if (k == SUBLAYER_SIAMESE || k == SUBLAYER_SIAMESE_C1) CHECK(l.streams == 2);
                 }
+                std::set<std::vector<int>> have;  // and those the row gives tensors
+                for (int k = 0; k < 2; k++)
+                    for (int j = 0; j < l.norms[k]; j++)
+                        for (int b = 0; l.norm_names[k][2 * j] && b < (l.norm_blocks[k] ? l.norm_blocks[k] : L); b++)
+                            have.insert({k, j, b});
+                CHECK(read == have);
+                CHECK(l.c1 == c1_read);
                 // the identity head passes x on as it is: only right after a sub-layer that ends normalized
                 if (l.head == HEAD_IDENTITY) {
                     SubLayerKind last = sublayer_kind(c, 2 * L - 1);
@@ -210,8 +227,14 @@ TEST_CASE("checkpoint: Pre-Norm keeps llm.c's tensor order and parameter count")
         const LayoutInfo& l = LAYOUTS[norm];
         GPT2Config d12 = make_config(12, 768, 12, 1024, 50257, norm, 0, default_layout_setting(norm, 12));
         CAPTURE(l.name);
-        size_t boundary_extra = (size_t)(l.norms - 1) * 2 * 2 * 12 * 768, head_extra = (l.head_norms - 1) * 2 * 768;
-        CHECK(count_parameters(d12) == 124475904 + boundary_extra + head_extra);
+        // a boundary slot's gain and shift are (blocks, C) each; Pre-Norm's 2 slots are in llm.c's count; c1 is (L, C);
+        // the QKV-norm's three gains and shifts are (L, hs), hs = 64
+        long boundary_extra = -2 * 2 * 12 * 768;
+        for (int k = 0; k < 2; k++)
+            for (int j = 0; j < l.norms[k]; j++)
+                if (l.norm_names[k][2 * j]) boundary_extra += 2 * (l.norm_blocks[k] ? l.norm_blocks[k] : 12) * 768;
+        long c1_extra = l.c1 * 12 * 768, qkv_extra = l.qkv_norm * 6 * 12 * 64, head_extra = (l.head_norms - 1) * 2 * 768;
+        CHECK(count_parameters(d12) == (size_t)(124475904 + boundary_extra + c1_extra + qkv_extra + head_extra));
     }
 }
 
@@ -268,6 +291,23 @@ TEST_CASE("initialization: seeded, shared weights identical across layouts, GPT-
         REQUIRE(sia.params.qkvb[i] == 0);
     }
     for (size_t i = 60 * C; i < 128 * C; i++) REQUIRE(sia.params.wte[i] == 0);  // padded rows
+    // siamese-hybrid: the same draws for the weights it shares; c1 and the QKV-norm's gains 1, their shifts 0
+    GPT2 sh;
+    gpt2_init_random(&sh, tiny_config(NORM_SIAMESE_HYBRID), 11);
+    CHECK(memcmp(pre.params.qkvw, sh.params.qkvw, L * 3 * C * C * sizeof(real)) == 0);
+    CHECK(memcmp(pre.params.fcprojw, sh.params.fcprojw, L * C * 4 * C * sizeof(real)) == 0);
+    for (size_t i = 0; i < L * C; i++) {
+        REQUIRE(sh.params.c1[i] == 1);
+        REQUIRE(sh.params.lnw[0][LN_Y][i] == 1);
+    }
+    for (int j = 0; j < 3; j++)
+        for (size_t i = 0; i < L * 8; i++) {  // (L, hs), hs = 32 / 4
+            REQUIRE(sh.params.lnqkvw[j][i] == 1);
+            REQUIRE(sh.params.lnqkvb[j][i] == 0);
+        }
+    CHECK(sh.params.lnw[0][LN_X] == nullptr);  // siamese_c1 has no LN_x, and no LN_in
+    CHECK(sh.params.lnw[0][LN_IN] == nullptr);
+    gpt2_free(&sh);
     gpt2_free(&pre);
     gpt2_free(&sia);
     gpt2_free(&again);
@@ -383,23 +423,26 @@ TEST_CASE("gradient accumulation: two half batches equal one batch") {
 
 #ifdef _OPENMP
 TEST_CASE("determinism: the same gradients bit for bit with 1 and 2 threads") {
-    GPT2Config c = tiny_config(NORM_SIAMESE, 0, 300);  // a vocabulary large enough to split across threads
-    c.channels = 64;
-    GPT2 m;
-    gpt2_init_random(&m, c, 1);
-    perturb(&m, 12);
-    std::vector<int> in = random_tokens(64, 300, 13), tg = random_tokens(64, 300, 14);
-    std::vector<real> grads[2];
-    for (int k = 0; k < 2; k++) {
-        omp_set_num_threads(k + 1);
-        gpt2_forward(&m, in.data(), tg.data(), 4, 16);
-        gpt2_zero_grad(&m);
-        gpt2_backward(&m);
-        grads[k].assign(m.grads_memory, m.grads_memory + m.num_parameters);
+    for (int norm : {NORM_SIAMESE, NORM_SIAMESE_HYBRID, NORM_HYBRID}) {  // and the QKV-norm's and c1's sums
+        CAPTURE(LAYOUTS[norm].name);
+        GPT2Config c = tiny_config(norm, 0, 300);  // a vocabulary large enough to split across threads
+        c.channels = 64;
+        GPT2 m;
+        gpt2_init_random(&m, c, 1);
+        perturb(&m, 12);
+        std::vector<int> in = random_tokens(64, 300, 13), tg = random_tokens(64, 300, 14);
+        std::vector<real> grads[2];
+        for (int k = 0; k < 2; k++) {
+            omp_set_num_threads(k + 1);
+            gpt2_forward(&m, in.data(), tg.data(), 4, 16);
+            gpt2_zero_grad(&m);
+            gpt2_backward(&m);
+            grads[k].assign(m.grads_memory, m.grads_memory + m.num_parameters);
+        }
+        omp_set_num_threads(2);
+        CHECK(memcmp(grads[0].data(), grads[1].data(), m.num_parameters * sizeof(real)) == 0);
+        gpt2_free(&m);
     }
-    omp_set_num_threads(2);
-    CHECK(memcmp(grads[0].data(), grads[1].data(), m.num_parameters * sizeof(real)) == 0);
-    gpt2_free(&m);
 }
 #endif
 
@@ -452,4 +495,55 @@ TEST_CASE("SiameseNorm forward: the streams follow the equations") {
     }
     CHECK(memcmp(m.acts.x, m.acts.y, NC * sizeof(real)) == 0);  // both streams start as h0
     gpt2_free(&m);
+}
+
+TEST_CASE("HybridNorm layouts' forward: the streams and the QKV-norm follow the equations") {
+    // siamese-hybrid: attention h = c1 x + LN_y(y), x' = x + z/c_l, y' = y + z; MLP siamese's. hybrid: attention
+    // x' = x + z, MLP u = LN(x), x' = u + z. Both: each head's q, k, v rows of hs = 8, with the gain and shift
+    // undone, have mean 0 and variance var(raw) / (var(raw) + eps).
+    for (int norm : {NORM_SIAMESE_HYBRID, NORM_HYBRID}) {
+        CAPTURE(LAYOUTS[norm].name);
+        GPT2 m;
+        gpt2_init_random(&m, tiny_config(norm), 1);
+        perturb(&m, 17);
+        std::vector<int> in = random_tokens(24, 60, 18);
+        gpt2_forward(&m, in.data(), nullptr, 2, 12);
+        size_t NC = 24 * 32, C = 32;
+        for (int s = 0; s < 6; s++) {
+            SubLayer a = sublayer_tensors(&m, s);
+            double inv_c = 1.0 / std::sqrt(2.0 * (s / 2 + 1));
+            for (size_t i = 0; i < NC; i++) {
+                if (norm == NORM_HYBRID) {
+                    const real* res = s % 2 == 0 ? a.x : a.u;  // x' = x + z; x' = LN(x) + z
+                    REQUIRE(a.x_out[i] == doctest::Approx(res[i] + a.z[i]).epsilon(1e-6));
+                } else if (s % 2 == 0) {
+                    REQUIRE(a.h[i] == doctest::Approx(a.c1[i % C] * a.x[i] + a.yh[i]).epsilon(1e-6));
+                    REQUIRE(a.x_out[i] == doctest::Approx(a.x[i] + inv_c * a.z[i]).epsilon(1e-6));
+                    REQUIRE(a.y_out[i] == doctest::Approx(a.y[i] + a.z[i]).epsilon(1e-6));
+                } else {
+                    REQUIRE(a.x_out[i] == doctest::Approx(a.xh[i] + inv_c * a.z[i]).epsilon(1e-6));
+                    REQUIRE(a.y_out[i] == doctest::Approx(a.y[i] + a.z[i]).epsilon(1e-6));
+                }
+            }
+        }
+        const int hs = 8, NH = 4;
+        for (int l = 0; l < 3; l++)
+            for (int r = 0; r < 24 * 3 * NH; r++) {
+                int j = r / NH % 3;
+                const real* w = m.params.lnqkvw[j] + l * hs;
+                const real* b = m.params.lnqkvb[j] + l * hs;
+                const real* out = m.acts.qkv + (size_t)l * 24 * 3 * C + (size_t)r * hs;
+                const real* raw = m.acts.qkvr + (size_t)l * 24 * 3 * C + (size_t)r * hs;
+                double mean = 0, var = 0, rmean = 0, rvar = 0;
+                for (int i = 0; i < hs; i++) mean += (out[i] - b[i]) / w[i] / hs, rmean += raw[i] / hs;
+                for (int i = 0; i < hs; i++) {
+                    double v = (out[i] - b[i]) / w[i] - mean, rv = raw[i] - rmean;
+                    var += v * v / hs, rvar += rv * rv / hs;
+                }
+                REQUIRE(std::fabs(mean) < 1e-4);
+                REQUIRE(var == doctest::Approx(rvar / (rvar + 1e-5)).epsilon(1e-4));
+            }
+        if (norm == NORM_SIAMESE_HYBRID) CHECK(memcmp(m.acts.x, m.acts.y, NC * sizeof(real)) == 0);
+        gpt2_free(&m);
+    }
 }

@@ -3,11 +3,13 @@
 paper's argument made visible. For each checkpoint it prints a table and draws, against the sub-layer s:
 
   - the RMS of each stream as it enters sub-layer s (s = 2L: as the head reads it): Pre-Norm's x, Post-Norm's x,
-    SiameseNorm's x and y (Mix-LN's and DeepNorm's x too);
+    SiameseNorm's x and y (Mix-LN's, DeepNorm's and HybridNorm's x too, siamese-hybrid's x and y);
   - the RMS of the gradient that reaches it, dL/dstream, with L the mean loss below;
   - the relative update of sub-layer s, |what it adds| / |the stream it adds it to|: Pre-Norm |z| / |x|,
     Post-Norm |z| / |x| (before its LayerNorm), DeepNorm |z| / |alpha x|, SiameseNorm |z / c_l| / |LN_x(x)| on X
-    (x' = xh + z / c_l) and |z| / |y| on Y (y' = y + z); z = F(u) is the sub-layer's output.
+    (x' = xh + z / c_l) and |z| / |y| on Y (y' = y + z); z = F(u) is the sub-layer's output. HybridNorm's attention
+    |z| / |x|, its MLP |z| / |LN(x)| (x' = LN(x) + z); siamese-hybrid's attention |z / c_l| / |x| on X (x' = x +
+    z / c_l, no LN_x there), its MLP as SiameseNorm's.
 
 The batch is the first B*T+1 tokens of a validation shard (the first batch the trainer's validation reads: -m 1 and
 the same -b, -t give the same mean loss), RMS and |.| over all its B*T tokens and C channels. The model is
@@ -168,14 +170,18 @@ def measure(model, cfg, params, inputs, targets):
     rows = []
     with torch.no_grad():
         for s, (l, k, streams, z) in enumerate(gpt.seen):
-            kind = gpt.kind(l) if l is not None else None
+            kind = gpt.kind(l, k) if l is not None else None
             name = "head" if l is None else f"{'attn' if k == 0 else 'mlp'} {l}"
             names = ("x", "y") if len(streams) == 2 else ("x",)
             cells = {}
             for stream_name, v in zip(names, streams):
                 update = None
-                if kind in ("pre", "post"):
+                if kind in ("pre", "post", "residual"):
                     update = rms(z) / rms(v)
+                elif kind == "normed":
+                    update = rms(z) / rms(gpt.ln(f"ln{k + 1}", v, l))
+                elif kind == "siamese_c1":
+                    update = rms(z / gpt.c_l(l)) / rms(v) if stream_name == "x" else rms(z) / rms(v)
                 elif kind == "deepnorm":
                     update = rms(z) / rms(gpt.alpha() * v)
                 elif kind == "siamese":
@@ -196,7 +202,9 @@ def print_table(title, cfg, loss, rows, B, T, shard):
     print(f"{title}: {label(cfg)}, {cfg.L} blocks, C={cfg.C}; mean loss {loss:.6f} on the first {B}x{T} tokens of "
           f"{os.path.relpath(shard)}")
     streams = list(rows[0][2])
-    update = {"x": "|z/c_l|/|xh|"} if cfg.layout == "siamese" else {"x": "|z|/|ax|"} if cfg.layout == "deepnorm" else {}
+    update = {"siamese": {"x": "|z/c_l|/|xh|"}, "siamese-hybrid": {"x": "|z/c_l|/|xh|"}, "deepnorm": {"x": "|z|/|ax|"},
+              "hybrid": {"x": "|z|/|xn|"}, "hybrid-star": {"x": "|z|/|xn|"}}.get(cfg.layout, {})
+    # (at siamese-hybrid's attention xh stands for x, at hybrid's attention xn for x: no LayerNorm there)
     head = f"{'s':>3s} {'sub-layer':9s}" + "".join(
         f" | {n + ' rms':>9s} {'dL/d' + n + ' rms':>11s} {update.get(n, '|z|/|' + n + '|'):>12s}" for n in streams)
     print(head)
