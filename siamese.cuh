@@ -67,6 +67,8 @@ struct SiameseBoundary {
     const floatX* w[LN_SLOTS];  // gains and shifts (C) of LN_x, LN_y, LN_in (LN_xf, LN_yf, LN_f at the head)
     const floatX* b[LN_SLOTS];
     int use_ln_in;            // 0 under --no-ln-in: u = xh + LN_y(y)
+    const floatX* c1;         // siamese_c1 (siamese-hybrid's attention) starts here: u = c1 * x + LN_y(y), c1 (C) of
+                              // the block; null: siamese's u above
 };
 
 // block per row (blockIdx.x); thread t owns the channels row_channel(k) (see the row building blocks)
@@ -80,10 +82,13 @@ __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_boundary_forward_kern
         load_row(xp, a.x_prev + off, C);
         load_row(yp, a.y_prev + off, C);
         load_row(z, a.z + off, C);
-        float mean = a.mean_prev[row], rstd = a.rstd_prev[row];
+        float mean = a.wx_prev ? a.mean_prev[row] : 0.0f, rstd = a.wx_prev ? a.rstd_prev[row] : 0.0f;
         for (int k = 0; k < VALS; k++) {
             int i = row_channel(k);
-            float xh = i < C ? ln_apply(xp[k], mean, rstd, (float)a.wx_prev[i], (float)a.bx_prev[i]) : 0.0f;
+            // xh_{b-1} = LN_x(x_{b-1}); after a siamese_c1 sub-layer (no LN_x: wx_prev null) x_{b-1} itself
+            float xh = !a.wx_prev ? xp[k]
+                       : i < C    ? ln_apply(xp[k], mean, rstd, (float)a.wx_prev[i], (float)a.bx_prev[i])
+                                  : 0.0f;
             x[k] = xh + a.inv_c * z[k];
             y[k] = yp[k] + z[k];
         }
@@ -92,6 +97,16 @@ __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_boundary_forward_kern
     } else {  // the first boundary: x = y = h0
         load_row(x, a.x + off, C);
         for (int k = 0; k < VALS; k++) y[k] = x[k];
+    }
+    if (a.c1) {  // start siamese_c1 sub-layer b:  u = c1 * x + LN_y(y)   (no LN_x, no LN_in)
+        float ly[VALS], u[VALS];
+        layernorm_row(ly, y, a.w[LN_Y], a.b[LN_Y], C, a.mean[LN_Y] + row, a.rstd[LN_Y] + row);
+        for (int k = 0; k < VALS; k++) {
+            int i = row_channel(k);
+            u[k] = i < C ? (float)a.c1[i] * x[k] + ly[k] : 0.0f;
+        }
+        store_row(a.u + off, u, C);
+        return;
     }
     // start sub-layer b:  u = LN_in(LN_x(x) + LN_y(y))
     float xh[VALS], ly[VALS], sum[VALS];
@@ -130,6 +145,7 @@ struct SiameseBoundaryGrad {
     floatX* dy;               //      element before it writes it); out: dL/dy_b (b > 0; may be dy_next)
     floatX* dz;               // out: dL/dz_{b-1} (b > 0); null at b = 0
     float inv_c;              // 1/c_l of the block of sub-layer b-1
+    const floatX* c1;         // a siamese_c1 sub-layer starts here (u = c1 * x + LN_y(y)); null: a siamese one
 };
 
 // The forward's sum = LN_x(x) + LN_y(y) of row `row` again, from its streams x, y (the row kernels' channels) and
@@ -157,33 +173,50 @@ __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_boundary_backward_ker
         for (int k = 0; k < VALS; k++) dw[j][k] = db[j][k] = 0.0f;
     for (int row = blockIdx.x; row < N; row += gridDim.x) {
         size_t off = (size_t)row * C;
-        float x[VALS], y[VALS], du[VALS], sum[VALS];
+        float x[VALS], y[VALS], du[VALS];
         load_row(x, a.x + off, C);
         load_row(y, a.y + off, C);
         load_row(du, a.du + off, C);
-        siamese_recompute_sum(sum, x, y, a, row, C);
-        float mx = a.mean[LN_X][row], rx = a.rstd[LN_X][row], my = a.mean[LN_Y][row], ry = a.rstd[LN_Y][row];
-        // ds = LN_in'(du)
-        float ds[VALS];
-        if (a.use_ln_in) {
-            for (int k = 0; k < VALS; k++) ds[k] = 0.0f;
-            layernorm_row_backward(ds, dw[LN_IN], db[LN_IN], du, sum, a.w[LN_IN], a.mean[LN_IN][row],
-                                   a.rstd[LN_IN][row], C);
-        } else {
-            for (int k = 0; k < VALS; k++) ds[k] = du[k];
-        }
-        // dxh = dL/dx_{b+1} + ds;  dy = dL/dy_{b+1} + LN_y'(ds);  dx = LN_x'(dxh)
-        float dxh[VALS], dy[VALS], dx[VALS];
-        if (a.dx_next) load_row(dxh, a.dx_next + off, C);
-        else for (int k = 0; k < VALS; k++) dxh[k] = 0.0f;
+        float my = a.mean[LN_Y][row], ry = a.rstd[LN_Y][row];
+        float dx[VALS], dy[VALS];
         if (a.dy_next) load_row(dy, a.dy_next + off, C);
         else for (int k = 0; k < VALS; k++) dy[k] = 0.0f;
-        for (int k = 0; k < VALS; k++) {
-            dxh[k] += ds[k];
-            dx[k] = 0.0f;
+        if (a.c1) {  // siamese_c1: u = c1 * x + LN_y(y)
+            // dx = dL/dx_{b+1} + c1 * du;  dy = dL/dy_{b+1} + LN_y'(du);  dc1 += du * x
+            float (&dc1)[VALS] = dw[LN_X];  // (no LN_x here: its gain's registers and partials slot carry dc1)
+            if (a.dx_next) load_row(dx, a.dx_next + off, C);
+            else for (int k = 0; k < VALS; k++) dx[k] = 0.0f;
+            for (int k = 0; k < VALS; k++) {
+                int i = row_channel(k);
+                if (i >= C) continue;
+                dx[k] += (float)a.c1[i] * du[k];
+                dc1[k] += du[k] * x[k];
+            }
+            layernorm_row_backward(dy, dw[LN_Y], db[LN_Y], du, y, a.w[LN_Y], my, ry, C);
+        } else {  // siamese: u = LN_in(xh + LN_y(y)), xh = LN_x(x)
+            float sum[VALS];
+            siamese_recompute_sum(sum, x, y, a, row, C);
+            float mx = a.mean[LN_X][row], rx = a.rstd[LN_X][row];
+            // ds = LN_in'(du)
+            float ds[VALS];
+            if (a.use_ln_in) {
+                for (int k = 0; k < VALS; k++) ds[k] = 0.0f;
+                layernorm_row_backward(ds, dw[LN_IN], db[LN_IN], du, sum, a.w[LN_IN], a.mean[LN_IN][row],
+                                       a.rstd[LN_IN][row], C);
+            } else {
+                for (int k = 0; k < VALS; k++) ds[k] = du[k];
+            }
+            // dxh = dL/dx_{b+1} + ds;  dy = dL/dy_{b+1} + LN_y'(ds);  dx = LN_x'(dxh)
+            float dxh[VALS];
+            if (a.dx_next) load_row(dxh, a.dx_next + off, C);
+            else for (int k = 0; k < VALS; k++) dxh[k] = 0.0f;
+            for (int k = 0; k < VALS; k++) {
+                dxh[k] += ds[k];
+                dx[k] = 0.0f;
+            }
+            layernorm_row_backward(dy, dw[LN_Y], db[LN_Y], ds, y, a.w[LN_Y], my, ry, C);
+            layernorm_row_backward(dx, dw[LN_X], db[LN_X], dxh, x, a.w[LN_X], mx, rx, C);
         }
-        layernorm_row_backward(dy, dw[LN_Y], db[LN_Y], ds, y, a.w[LN_Y], my, ry, C);
-        layernorm_row_backward(dx, dw[LN_X], db[LN_X], dxh, x, a.w[LN_X], mx, rx, C);
         if (a.dz) {  // into sub-layer b-1: dz = dx / c + dy; the streams' gradients travel on
             float dz[VALS];
             for (int k = 0; k < VALS; k++) dz[k] = a.inv_c * dx[k] + dy[k];
@@ -209,6 +242,15 @@ __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_u_recompute_kernel(Si
     float x[VALS], y[VALS], sum[VALS];
     load_row(x, a.x + off, C);
     load_row(y, a.y + off, C);
+    if (a.c1) {  // siamese_c1: u = c1 * x + LN_y(y)
+        float my = a.mean[LN_Y][row], ry = a.rstd[LN_Y][row];
+        for (int k = 0; k < VALS; k++) {
+            int i = row_channel(k);
+            if (i < C) sum[k] = (float)a.c1[i] * x[k] + ln_apply(y[k], my, ry, (float)a.w[LN_Y][i], (float)a.b[LN_Y][i]);
+        }
+        store_row(u + off, sum, C);
+        return;
+    }
     siamese_recompute_sum(sum, x, y, a, (int)row, C);
     if (a.use_ln_in)
         for (int k = 0; k < VALS; k++) {
@@ -235,5 +277,79 @@ static void siamese_boundary_backward(const SiameseBoundaryGrad& a, const GradTa
         kernel<<<grid, threads>>>(a, N, C, gpu.partials);
         launchCheck();
         reduce_partials(dparams, 2 * LN_SLOTS, C, grid);
+    });
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// HybridNorm's one-stream boundaries (Zhuo et al. 2025, arXiv 2503.04598; the layouts hybrid and hybrid-star):
+//
+//   residual (the attention):  u = x;         z = F(u);  x' = x + z        F reads the stream itself
+//   normed   (the MLP):        xn = LN(x);    u = xn;    z = F(u);  x' = xn + z
+//
+// Forward, boundary b: the end of sub-layer b-1 is a residual add, x_b = base + z, base = x_{b-1} after a residual
+// (or pre) sub-layer and xn_{b-1} = u_{b-1} after a normed one; a normed start is u_b = LN(x_b), which
+// train_gpt2.cu's residual_layernorm_forward does in the same kernel as the add (as for pre); a residual start does
+// nothing. Kept: x_b, and for a normed sub-layer u_b (or, under -r 1, only its LayerNorm statistics: u_b is
+// recomputed from x_b as pre's is).
+// Backward: a residual add passes dL/dx_b on unchanged to z and to base (dz is dx: nothing to do), and a residual
+// start adds F's du into dx (as post's does). A normed sub-layer's input u_b reaches the loss twice, through F and
+// through x_{b+1} = u_b + z_b, so before its LayerNorm's backward the two gradients add:
+//   dx_b = LN'(du_b + dL/dx_{b+1})        (nothing else of x_b reaches the loss)
+
+// block per row: x = base + z (the row kernels' packs of channels)
+template <int VALS>
+__global__ void __launch_bounds__(MAX_ROW_THREADS)
+    residual_forward_kernel(floatX* x, const floatX* base, const floatX* z, int C) {
+    size_t off = (size_t)blockIdx.x * C;
+    float v[VALS], d[VALS];
+    load_row(v, base + off, C);
+    load_row(d, z + off, C);
+    for (int k = 0; k < VALS; k++) v[k] += d[k];
+    store_row(x + off, v, C);
+}
+
+static void residual_forward(floatX* x, const floatX* base, const floatX* z, int N, int C) {
+    with_row_vals(C, [&](auto vals) {
+        residual_forward_kernel<decltype(vals)::value><<<N, row_threads(C)>>>(x, base, z, C);
+    });
+    launchCheck();
+}
+
+// dx = LN'(du + dx) in place over dx (x, mean, rstd: x_b and its statistics). Block per row, striding over rows by
+// gridDim.x, as layernorm_backward_kernel; the gain and shift gradients leave as gpu.partials[block][2][C].
+template <int VALS>
+__global__ void __launch_bounds__(MAX_ROW_THREADS)
+    normed_boundary_backward_kernel(floatX* dx, const floatX* du, const floatX* x, const floatX* w,
+                                    const float* mean, const float* rstd, int N, int C, float* partials) {
+    float dw[VALS], db[VALS];
+    for (int k = 0; k < VALS; k++) dw[k] = db[k] = 0.0f;
+    for (int row = blockIdx.x; row < N; row += gridDim.x) {
+        size_t off = (size_t)row * C;
+        float d[VALS], dnext[VALS], v[VALS], out[VALS];
+        load_row(d, du + off, C);
+        load_row(dnext, dx + off, C);
+        load_row(v, x + off, C);
+        for (int k = 0; k < VALS; k++) {
+            d[k] += dnext[k];  // dL/du_b: through F, and through x_{b+1} = u_b + z_b
+            out[k] = 0.0f;
+        }
+        layernorm_row_backward(out, dw, db, d, v, w, mean[row], rstd[row], C);
+        store_row(dx + off, out, C);
+    }
+    store_partials(partials, 2, 0, dw, C);
+    store_partials(partials, 2, 1, db, C);
+}
+
+// dw, db: the LayerNorm's gain and shift gradients (accumulated, +=)
+static void normed_boundary_backward(floatX* dx, float* dw, float* db, const floatX* du, const floatX* x,
+                                     const floatX* w, const float* mean, const float* rstd, int N, int C) {
+    with_row_vals(C, [&](auto vals) {
+        auto kernel = normed_boundary_backward_kernel<decltype(vals)::value>;
+        int threads = row_threads(C), grid = row_grid(kernel, threads, N);
+        if ((size_t)grid * 2 * C > gpu.partials_floats) fail("internal: reduction scratch too small");
+        kernel<<<grid, threads>>>(dx, du, x, w, mean, rstd, N, C, gpu.partials);
+        launchCheck();
+        GradTargets t = {{dw, db, nullptr, nullptr, nullptr, nullptr}};
+        reduce_partials(t, 2, C, grid);
     });
 }
