@@ -72,7 +72,10 @@ struct SiameseBoundary {
 };
 
 // block per row (blockIdx.x); thread t owns the channels row_channel(k) (see the row building blocks)
-template <int VALS>
+// END_C1: sub-layer b-1 is a siamese_c1 one (its x_b = x_{b-1} + z / c: no LN_x; wx_prev null); START_C1: sub-layer
+// b is one (u = c1 * x + LN_y(y); a.c1 given). Template flags, so that siamese's own kernel (both false) has none of
+// siamese-hybrid's code.
+template <int VALS, bool END_C1, bool START_C1>
 __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_boundary_forward_kernel(SiameseBoundary a, int C) {
     int row = blockIdx.x;
     size_t off = (size_t)row * C;
@@ -82,13 +85,12 @@ __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_boundary_forward_kern
         load_row(xp, a.x_prev + off, C);
         load_row(yp, a.y_prev + off, C);
         load_row(z, a.z + off, C);
-        float mean = a.wx_prev ? a.mean_prev[row] : 0.0f, rstd = a.wx_prev ? a.rstd_prev[row] : 0.0f;
+        float mean = END_C1 ? 0.0f : a.mean_prev[row], rstd = END_C1 ? 0.0f : a.rstd_prev[row];
         for (int k = 0; k < VALS; k++) {
             int i = row_channel(k);
-            // xh_{b-1} = LN_x(x_{b-1}); after a siamese_c1 sub-layer (no LN_x: wx_prev null) x_{b-1} itself
-            float xh = !a.wx_prev ? xp[k]
-                       : i < C    ? ln_apply(xp[k], mean, rstd, (float)a.wx_prev[i], (float)a.bx_prev[i])
-                                  : 0.0f;
+            // xh_{b-1} = LN_x(x_{b-1}); after a siamese_c1 sub-layer (no LN_x) x_{b-1} itself
+            float xh = END_C1 ? xp[k] : i < C ? ln_apply(xp[k], mean, rstd, (float)a.wx_prev[i], (float)a.bx_prev[i])
+                                              : 0.0f;
             x[k] = xh + a.inv_c * z[k];
             y[k] = yp[k] + z[k];
         }
@@ -98,7 +100,7 @@ __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_boundary_forward_kern
         load_row(x, a.x + off, C);
         for (int k = 0; k < VALS; k++) y[k] = x[k];
     }
-    if (a.c1) {  // start siamese_c1 sub-layer b:  u = c1 * x + LN_y(y)   (no LN_x, no LN_in)
+    if (START_C1) {  // start siamese_c1 sub-layer b:  u = c1 * x + LN_y(y)   (no LN_x, no LN_in)
         float ly[VALS], u[VALS];
         layernorm_row(ly, y, a.w[LN_Y], a.b[LN_Y], C, a.mean[LN_Y] + row, a.rstd[LN_Y] + row);
         for (int k = 0; k < VALS; k++) {
@@ -123,8 +125,14 @@ __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_boundary_forward_kern
 }
 
 static void siamese_boundary_forward(const SiameseBoundary& a, int N, int C) {
+    bool end_c1 = a.z && !a.wx_prev, start_c1 = a.c1 != nullptr;
+    if (end_c1 && start_c1) fail("internal: two siamese_c1 sub-layers in a row");
     with_row_vals(C, [&](auto vals) {
-        siamese_boundary_forward_kernel<decltype(vals)::value><<<N, row_threads(C)>>>(a, C);
+        constexpr int V = decltype(vals)::value;
+        auto kernel = end_c1     ? siamese_boundary_forward_kernel<V, true, false>
+                      : start_c1 ? siamese_boundary_forward_kernel<V, false, true>
+                                 : siamese_boundary_forward_kernel<V, false, false>;
+        kernel<<<N, row_threads(C)>>>(a, C);
         launchCheck();
     });
 }
@@ -165,7 +173,8 @@ __device__ inline void siamese_recompute_sum(float (&sum)[VALS], const float (&x
 // Block per row, striding over the rows by gridDim.x; thread t owns the channels row_channel(k) in every row and
 // sums the six LayerNorm parameter gradients (gain and shift of LN_x, LN_y, LN_in) of its channels in registers;
 // they leave as gpu.partials[block][6][C], added up by reduce_partials.
-template <int VALS>
+// C1: sub-layer b is a siamese_c1 one (a.c1 given); a template flag, as in the forward kernel
+template <int VALS, bool C1>
 __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_boundary_backward_kernel(SiameseBoundaryGrad a, int N,
                                                                                     int C, float* partials) {
     float dw[LN_SLOTS][VALS], db[LN_SLOTS][VALS];
@@ -173,30 +182,28 @@ __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_boundary_backward_ker
         for (int k = 0; k < VALS; k++) dw[j][k] = db[j][k] = 0.0f;
     for (int row = blockIdx.x; row < N; row += gridDim.x) {
         size_t off = (size_t)row * C;
-        float x[VALS], y[VALS], du[VALS];
+        float x[VALS], y[VALS], du[VALS], dx[VALS], dy[VALS];
         load_row(x, a.x + off, C);
         load_row(y, a.y + off, C);
         load_row(du, a.du + off, C);
-        float my = a.mean[LN_Y][row], ry = a.rstd[LN_Y][row];
-        float dx[VALS], dy[VALS];
-        if (a.dy_next) load_row(dy, a.dy_next + off, C);
-        else for (int k = 0; k < VALS; k++) dy[k] = 0.0f;
-        if (a.c1) {  // siamese_c1: u = c1 * x + LN_y(y)
+        if (C1) {  // siamese_c1: u = c1 * x + LN_y(y)
             // dx = dL/dx_{b+1} + c1 * du;  dy = dL/dy_{b+1} + LN_y'(du);  dc1 += du * x
             float (&dc1)[VALS] = dw[LN_X];  // (no LN_x here: its gain's registers and partials slot carry dc1)
             if (a.dx_next) load_row(dx, a.dx_next + off, C);
             else for (int k = 0; k < VALS; k++) dx[k] = 0.0f;
+            if (a.dy_next) load_row(dy, a.dy_next + off, C);
+            else for (int k = 0; k < VALS; k++) dy[k] = 0.0f;
             for (int k = 0; k < VALS; k++) {
                 int i = row_channel(k);
                 if (i >= C) continue;
                 dx[k] += (float)a.c1[i] * du[k];
                 dc1[k] += du[k] * x[k];
             }
-            layernorm_row_backward(dy, dw[LN_Y], db[LN_Y], du, y, a.w[LN_Y], my, ry, C);
+            layernorm_row_backward(dy, dw[LN_Y], db[LN_Y], du, y, a.w[LN_Y], a.mean[LN_Y][row], a.rstd[LN_Y][row], C);
         } else {  // siamese: u = LN_in(xh + LN_y(y)), xh = LN_x(x)
             float sum[VALS];
             siamese_recompute_sum(sum, x, y, a, row, C);
-            float mx = a.mean[LN_X][row], rx = a.rstd[LN_X][row];
+            float mx = a.mean[LN_X][row], rx = a.rstd[LN_X][row], my = a.mean[LN_Y][row], ry = a.rstd[LN_Y][row];
             // ds = LN_in'(du)
             float ds[VALS];
             if (a.use_ln_in) {
@@ -210,6 +217,8 @@ __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_boundary_backward_ker
             float dxh[VALS];
             if (a.dx_next) load_row(dxh, a.dx_next + off, C);
             else for (int k = 0; k < VALS; k++) dxh[k] = 0.0f;
+            if (a.dy_next) load_row(dy, a.dy_next + off, C);
+            else for (int k = 0; k < VALS; k++) dy[k] = 0.0f;
             for (int k = 0; k < VALS; k++) {
                 dxh[k] += ds[k];
                 dx[k] = 0.0f;
@@ -236,17 +245,18 @@ __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_boundary_backward_ker
 
 // block per row, the row kernels' packs of channels: u = LN_in(LN_x(x) + LN_y(y)) again, from the streams and the
 // statistics that the forward kernel saved (the recomputation under -r 1; a.du, a.dx_next, ... are not used)
-template <int VALS>
+template <int VALS, bool C1>
 __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_u_recompute_kernel(SiameseBoundaryGrad a, floatX* u, int C) {
     size_t row = blockIdx.x, off = row * C;
     float x[VALS], y[VALS], sum[VALS];
     load_row(x, a.x + off, C);
     load_row(y, a.y + off, C);
-    if (a.c1) {  // siamese_c1: u = c1 * x + LN_y(y)
+    if (C1) {  // siamese_c1: u = c1 * x + LN_y(y)
         float my = a.mean[LN_Y][row], ry = a.rstd[LN_Y][row];
         for (int k = 0; k < VALS; k++) {
             int i = row_channel(k);
-            if (i < C) sum[k] = (float)a.c1[i] * x[k] + ln_apply(y[k], my, ry, (float)a.w[LN_Y][i], (float)a.b[LN_Y][i]);
+            if (i < C)
+                sum[k] = (float)a.c1[i] * x[k] + ln_apply(y[k], my, ry, (float)a.w[LN_Y][i], (float)a.b[LN_Y][i]);
         }
         store_row(u + off, sum, C);
         return;
@@ -263,7 +273,9 @@ __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_u_recompute_kernel(Si
 
 static void siamese_u_recompute(const SiameseBoundaryGrad& a, floatX* u, int N, int C) {
     with_row_vals(C, [&](auto vals) {
-        siamese_u_recompute_kernel<decltype(vals)::value><<<N, row_threads(C)>>>(a, u, C);
+        constexpr int V = decltype(vals)::value;
+        auto kernel = a.c1 ? siamese_u_recompute_kernel<V, true> : siamese_u_recompute_kernel<V, false>;
+        kernel<<<N, row_threads(C)>>>(a, u, C);
     });
     launchCheck();
 }
@@ -271,7 +283,8 @@ static void siamese_u_recompute(const SiameseBoundaryGrad& a, floatX* u, int N, 
 // dparams: gradients of the gain and shift of LN_x, LN_y, LN_in in that order (accumulated, +=)
 static void siamese_boundary_backward(const SiameseBoundaryGrad& a, const GradTargets& dparams, int N, int C) {
     with_row_vals(C, [&](auto vals) {
-        auto kernel = siamese_boundary_backward_kernel<decltype(vals)::value>;
+        constexpr int V = decltype(vals)::value;
+        auto kernel = a.c1 ? siamese_boundary_backward_kernel<V, true> : siamese_boundary_backward_kernel<V, false>;
         int threads = row_threads(C), grid = row_grid(kernel, threads, N);
         if ((size_t)grid * 2 * LN_SLOTS * C > gpu.partials_floats) fail("internal: reduction scratch too small");
         kernel<<<grid, threads>>>(a, N, C, gpu.partials);

@@ -732,6 +732,10 @@ __global__ void qkv_norm_forward_kernel(floatX* qkvn, float* mean, float* rstd, 
     if (r >= rows) return;  // the whole warp leaves together
     int p = (int)(r / NH % 3);
     const floatX* in = qkv + r * hs;
+    // part p's gain and shift, chosen without indexing the parameter struct at run time (which would copy it to local
+    // memory)
+    const floatX* w = p == 0 ? ln.w[0] : p == 1 ? ln.w[1] : ln.w[2];
+    const floatX* b = p == 0 ? ln.b[0] : p == 1 ? ln.b[1] : ln.b[2];
     float v[QKV_NORM_DIMS];
     #pragma unroll
     for (int e = 0; e < QKV_NORM_DIMS; e++) {
@@ -759,7 +763,7 @@ __global__ void qkv_norm_forward_kernel(floatX* qkvn, float* mean, float* rstd, 
     #pragma unroll
     for (int e = 0; e < QKV_NORM_DIMS; e++) {
         int d = lane + 32 * e;
-        if (d < hs) qkvn[r * hs + d] = (floatX)ln_apply(v[e], m, s, (float)ln.w[p][d], (float)ln.b[p][d]);
+        if (d < hs) qkvn[r * hs + d] = (floatX)ln_apply(v[e], m, s, (float)w[d], (float)b[d]);
     }
 }
 
@@ -770,7 +774,7 @@ __global__ void qkv_norm_backward_kernel(floatX* dqkv, const floatX* qkv, const 
                                          QKVNorm ln, size_t heads, int NH, int hs, float* partials) {
     int p = blockIdx.y, lane = threadIdx.x % 32;
     int warp = blockIdx.x * QKV_NORM_WARPS + threadIdx.x / 32, warps = gridDim.x * QKV_NORM_WARPS;
-    const floatX* w = ln.w[p];
+    const floatX* w = p == 0 ? ln.w[0] : p == 1 ? ln.w[1] : ln.w[2];  // (as in the forward kernel)
     float dw[QKV_NORM_DIMS], db[QKV_NORM_DIMS];
     #pragma unroll
     for (int e = 0; e < QKV_NORM_DIMS; e++) dw[e] = db[e] = 0.0f;
