@@ -72,13 +72,19 @@ def use_plotting_python():
              "with %s, or pass --no-plot for the CSVs and tables alone" % PLOT_PYTHON)
 
 
-# The layouts and the two siamese ablations, as trainer flags; colors and line styles for every plot.
+# The layouts and the ablations, as trainer flags; colors and line styles for every plot. (The flags of a variant
+# are part of its runs' cache key, common.Run: keep them as they are.)
 VARIANTS = {
     "pre": ["--norm", "pre"],
     "post": ["--norm", "post"],
     "siamese": ["--norm", "siamese"],
     "siamese-no-depth-scale": ["--norm", "siamese", "--no-depth-scale"],
     "siamese-no-ln-in": ["--norm", "siamese", "--no-ln-in"],
+    "hybrid": ["--norm", "hybrid"],
+    "hybrid-star": ["--norm", "hybrid-star"],
+    "siamese-hybrid": ["--norm", "siamese-hybrid"],
+    "siamese-hybrid-no-depth-scale": ["--norm", "siamese-hybrid", "--no-depth-scale"],
+    "siamese-hybrid-no-ln-in": ["--norm", "siamese-hybrid", "--no-ln-in"],
 }
 STYLE = {
     "pre": dict(color="tab:blue", ls="-"),
@@ -86,6 +92,11 @@ STYLE = {
     "siamese": dict(color="tab:green", ls="-"),
     "siamese-no-depth-scale": dict(color="tab:olive", ls="--"),
     "siamese-no-ln-in": dict(color="tab:purple", ls=":"),
+    "hybrid": dict(color="tab:orange", ls="-"),
+    "hybrid-star": dict(color="tab:brown", ls="--"),
+    "siamese-hybrid": dict(color="tab:cyan", ls="-"),
+    "siamese-hybrid-no-depth-scale": dict(color="tab:pink", ls="--"),
+    "siamese-hybrid-no-ln-in": dict(color="tab:gray", ls=":"),
 }
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The fair comparison of the three layouts over depth (docs/experiments.md, section 5).
+"""The fair comparison of the layouts over depth (docs/experiments.md, section 5): pre, post and siamese, or those
+of --layouts (any of common.VARIANTS, e.g. --layouts pre,post,siamese,hybrid,siamese-hybrid).
 
 The protocol, the same for every layout:
 
@@ -20,11 +21,17 @@ The protocol, the same for every layout:
 
 Writes RESULTS_search.{csv,md,png}, RESULTS.csv (one row per run of the series: layout, layers, seed, lr, warmup,
 final val loss, ...), RESULTS.md, RESULTS.png (final val loss against depth, mean and standard deviation over
-seeds as error bars), RESULTS_drop.{csv,md,png}, RESULTS_boundary.md, RESULTS_confirm.md.
+seeds as error bars), RESULTS_drop.{csv,md,png}, RESULTS_boundary.md, RESULTS_confirm.md. RESULTS is --results
+(default docs/results/depth_scaling); with --layouts other than the default three and no --results, it is
+docs/results/depth_scaling_TAG, TAG the --tag (default: the layouts joined by "_"), so that the committed results of
+the three are not overwritten. The runs' cache keys are their trainer flags alone: a layout's runs are shared by
+every --layouts list that has it.
 
     /usr/bin/python3 experiments/depth_scaling.py                  # CPU default, ~1.5 CPU-hours, 2 runs at a time
     /usr/bin/python3 experiments/depth_scaling.py --phase search   # step 1 alone (and 5)
     /usr/bin/python3 experiments/depth_scaling.py --gpu --dry-run  # the GPU preset's commands (not run on a GPU)
+    /usr/bin/python3 experiments/depth_scaling.py --layouts pre,post,siamese,hybrid,siamese-hybrid
+                                                  # -> docs/results/depth_scaling_pre_post_siamese_hybrid_siamese-hybrid*
 
 Spikes: the train loss rising more than --spike nats above its running minimum, counted only after the train loss
 has first come down to the unigram baseline (common.spike_start): before that the model is still learning the token
@@ -32,6 +39,7 @@ frequencies and a rise is part of the initial noise, not an instability.
 """
 import math
 import os
+import re
 import statistics
 import sys
 
@@ -40,7 +48,9 @@ import common  # noqa: E402
 
 common.use_plotting_python()
 
-LAYOUTS = ["pre", "post", "siamese"]
+DEFAULT_LAYOUTS = ["pre", "post", "siamese"]
+LAYOUTS = list(DEFAULT_LAYOUTS)  # the layouts compared: --layouts (parse_args sets it)
+RESULTS_DEFAULT = "docs/results/depth_scaling"
 # CPU: KJV bytes, 64 channels, 1024 tokens a step, 300 steps (see docs/experiments.md for why 300).
 CPU = dict(train="data/kjv/kjv_train.bin", val="data/kjv/kjv_val.bin", gpu_shape=False, channels=64, heads=4,
            B=16, T=64, total=0, steps=200, val_every=100, val_batches=16, search_layers=8, depths="4,8,16,32",
@@ -225,7 +235,14 @@ def probe(args, r):
 
 def parse_args(argv=None):
     p = common.ArgumentParser(description=__doc__.split("\n\n")[0])
-    common.common_arguments(p, "docs/results/depth_scaling")
+    common.common_arguments(p, RESULTS_DEFAULT)
+    p.set_defaults(results=None)  # known below: it depends on --layouts and --tag
+    p._option_string_actions["--results"].help = (
+        "prefix of the CSV, PNG and table files (default %s, or %s_TAG: see --tag)" % (RESULTS_DEFAULT, RESULTS_DEFAULT))
+    p.add_argument("--layouts", default=",".join(DEFAULT_LAYOUTS),
+                   help="the layouts compared, names of common.VARIANTS (default %(default)s)")
+    p.add_argument("--tag", help="without --results: the results are %s_TAG; with --layouts other than the "
+                                 "default, TAG is by default the layouts joined by '_'" % RESULTS_DEFAULT)
     p.add_argument("--phase", choices=("search", "all"), default="all",
                    help="search: step 1 and the boundary runs only; all: every step (default)")
     p.add_argument("--depths", help="layers of the series (CPU default %s)" % CPU["depths"])
@@ -258,6 +275,18 @@ def parse_args(argv=None):
                    help="rise of the train loss over its running minimum (nats) that counts as a spike, after the "
                         "loss first reached the unigram baseline (default 1.0)")
     args = p.parse_args(argv)
+    layouts = common.parse_variants(args.layouts)
+    if not layouts or len(set(layouts)) != len(layouts):
+        p.error("--layouts needs at least one layout, each once (got '%s')" % args.layouts)
+    LAYOUTS[:] = layouts
+    if args.tag is not None and not re.fullmatch(r"[A-Za-z0-9_.+-]+", args.tag):
+        p.error("--tag takes letters, digits and _ . + - only (it is part of file names), got '%s'" % args.tag)
+    if args.results is None:
+        args.results = RESULTS_DEFAULT
+        if args.tag or layouts != DEFAULT_LAYOUTS:
+            args.results += "_" + (args.tag or "_".join(layouts))
+    elif args.tag:
+        p.error("--tag names the results where --results does not: give one of them")
     preset = GPU if args.gpu else CPU
     for k in ("train", "val", "channels", "heads", "B", "T", "total", "steps", "val_every", "val_batches",
               "search_layers", "depths", "seeds", "lrs", "ladder", "warmups", "drop_depths", "boundary_lrs",
@@ -611,7 +640,8 @@ def plot_search(args, runs, lrs, unigram):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(LAYOUTS), figsize=(4.2 * len(LAYOUTS), 3.6), sharey=True)
+    fig, axes = plt.subplots(1, len(LAYOUTS), figsize=(4.2 * len(LAYOUTS), 3.6), sharey=True, squeeze=False)
+    axes = axes[0]
     ws = [warmup_steps(args, f) for f in args.warmups]
     finite = [final_val(r, args.steps) for r in runs if math.isfinite(final_val(r, args.steps))]
     for ax, lay in zip(axes, LAYOUTS):

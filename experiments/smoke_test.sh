@@ -151,6 +151,26 @@ grep -q "± " "$TMP/res/ds.md" && grep -q "^| lowest |" "$TMP/res/ds.md" && [ -s
     && [ -s "$TMP/res/ds_cost.md" ] && ok "depth_scaling tables (mean ± sd, verdict, boundary, cost)" \
     || bad "depth_scaling tables" "$(cat "$TMP/res/ds.md")"
 
+# ---- depth_scaling --layouts: the HybridNorm layouts searched alone (2 layouts x 2 lrs x 2 warmups, 6 steps, and
+# the edge extensions), their results under --results; without --results another layout list names its own files,
+# and the default three keep docs/results/depth_scaling (parse_args alone: nothing is written there)
+$PY experiments/depth_scaling.py "${DS[@]:0:${#DS[@]}-2}" --phase search --layouts hybrid,siamese-hybrid \
+    --results "$TMP/res/dsh" > "$TMP/dsh.out" 2>&1
+rc=$?
+csv_check "depth_scaling --layouts hybrid,siamese-hybrid: the search's runs of these two" "$TMP/res/dsh_search.csv" \
+    "$(grep -c '^' "$TMP/res/dsh_search.csv" 2>/dev/null | awk '{print ($1 > 0 ? $1 - 1 : 0)}')" \
+    "$rc == 0 and len(rows) >= 8 and {r['layout'] for r in rows} >= {'hybrid', 'siamese-hybrid'} and
+     {r['layout'] for r in rows} <= {'hybrid', 'siamese-hybrid', 'post'} and
+     all(r['status'] == 'ok' for r in rows if r['layout'] != 'post')"
+if $PY -c "
+import sys; sys.path.insert(0, 'experiments'); import depth_scaling as d
+assert d.parse_args([]).results == 'docs/results/depth_scaling' and d.LAYOUTS == ['pre', 'post', 'siamese']
+a = d.parse_args(['--layouts', 'pre,post,siamese,hybrid,siamese-hybrid'])
+assert a.results == 'docs/results/depth_scaling_pre_post_siamese_hybrid_siamese-hybrid', a.results
+assert d.parse_args(['--layouts', 'hybrid', '--tag', 'h']).results == 'docs/results/depth_scaling_h'
+" 2> "$TMP/names.err"; then ok "depth_scaling: another --layouts list writes its own files (the default keeps its names)"
+else bad "depth_scaling result names" "$(tail -n 2 "$TMP/names.err")"; fi
+
 # ---- the spike definition: a rise before the loss first reaches the baseline is initial noise, one after counts
 if $PY -c "
 import sys; sys.path.insert(0, 'experiments'); import common

@@ -97,7 +97,7 @@ head -c 5000 "$CKPT" > "$TMP/c_trunc.bin"; expect_error "truncated checkpoint" "
 head -c 600 "$CKPT" > "$TMP/c_hdr.bin"; expect_error "checkpoint shorter than its header" "truncated" $BIN "${DATA[@]}" -e "$TMP/c_hdr.bin" -v 0 -s 0
 { cat "$CKPT"; printf 'xxxx'; } > "$TMP/c_tail.bin"; expect_error "checkpoint with trailing data" "trailing data" $BIN "${DATA[@]}" -e "$TMP/c_tail.bin" -v 0 -s 0
 poison_float "$CKPT" "$TMP/c_nan.bin" 100; expect_error "checkpoint with a NaN parameter" "non-finite" $BIN "${DATA[@]}" -e "$TMP/c_nan.bin" -v 0 -s 0
-patch_int "$CKPT" "$TMP/c_layout.bin" 8 7; expect_error "checkpoint with an unknown layout" "unknown layout" $BIN "${DATA[@]}" -e "$TMP/c_layout.bin" -v 0 -s 0
+patch_int "$CKPT" "$TMP/c_layout.bin" 8 99; expect_error "checkpoint with an unknown layout" "unknown layout" $BIN "${DATA[@]}" -e "$TMP/c_layout.bin" -v 0 -s 0
 patch_int "$CKPT" "$TMP/c_setting.bin" 10 1; expect_error "checkpoint with a layout setting its layout does not have" "no setting of its own" $BIN "${DATA[@]}" -e "$TMP/c_setting.bin" -v 0 -s 0
 patch_int "$CKPT" "$TMP/c_heads.bin" 5 5; expect_error "checkpoint with C not divisible by NH" "divisible" $BIN "${DATA[@]}" -e "$TMP/c_heads.bin" -v 0 -s 0
 patch_int "$CKPT" "$TMP/c_field.bin" 40 1; expect_error "checkpoint with an unknown header field" "unknown header field" $BIN "${DATA[@]}" -e "$TMP/c_field.bin" -v 0 -s 0
@@ -134,7 +134,15 @@ expect_error "non-numeric value" "expects an integer" $BIN "${DATA[@]}" -x abc
 expect_error "flag without its value" "needs a value" $BIN "${DATA[@]}" -b
 expect_error "unknown GPT-2 shape" "known shapes" $BIN "${DATA[@]}" -b 2 -t 16 -v 0 -s 0 -e d13
 expect_error "heads that do not divide channels" "divisible" $BIN "${DATA[@]}" --channels 30 --heads 4 -b 2 -t 16 -v 0 -s 0
-expect_error "siamese ablation on pre-norm" "siamese layout only" $BIN "${DATA[@]}" "${TINY[@]}" --norm pre --no-ln-in
+expect_error "siamese ablation on pre-norm" "apply to the siamese and siamese-hybrid layouts only \(not pre\)" $BIN "${DATA[@]}" "${TINY[@]}" --norm pre --no-ln-in
+for norm in hybrid hybrid-star; do
+    expect_error "siamese ablation on $norm" "siamese-hybrid layouts only \(not $norm\)" $BIN "${DATA[@]}" "${TINY[@]}" --norm $norm --no-depth-scale
+done
+for ablation in --no-ln-in --no-depth-scale; do  # siamese-hybrid takes both: header[9] says which
+    bit=$([ $ablation = --no-ln-in ] && echo 2 || echo 1)
+    if $BIN "${DATA[@]}" "${TINY[@]}" --norm siamese-hybrid $ablation --print-tensors 2>/dev/null | grep -q "\"layout\": \"siamese-hybrid\", \"ablations\": $bit,"
+    then ok "--norm siamese-hybrid $ablation: header[9] = $bit"; else bad "--norm siamese-hybrid $ablation" "not accepted, or not header[9] = $bit"; fi
+done
 expect_error "-y 1 without -o" "needs -o" $BIN "${DATA[@]}" -y 1
 mkdir -p "$TMP/emptydir"
 expect_error "-y 1 with no checkpoint" "no complete checkpoint" $BIN "${DATA[@]}" "${TINY[@]}" -y 1 -o "$TMP/emptydir"
@@ -205,7 +213,7 @@ expect_error "a shard with a reserved header field set" "unknown header field 7"
 
 # ---- --print-tensors: the tensor table as JSON, from the flags or a checkpoint, without training
 # the layouts of the registry, in header[8] order, as -h lists them ("--norm <layout>    pre|post|...")
-LAYOUT_NAMES=$($BIN -h 2>&1 | sed -nE 's/^ *--norm <layout> +([a-z|]+) .*/\1/p' | tr '|' ' ')
+LAYOUT_NAMES=$($BIN -h 2>&1 | sed -nE 's/^ *--norm <layout> +([a-z|-]+) .*/\1/p' | tr '|' ' ')
 [ -n "$LAYOUT_NAMES" ] || bad "the layouts from -h" "no --norm line in $BIN -h"
 for layout in $LAYOUT_NAMES; do
     # 4 layers: every layout's default setting is valid there (mix: floor(0.25 * 4) = 1 Post-LN block)
@@ -224,14 +232,16 @@ EOF
 done
 # docs/file_formats.md's table of the checkpoint order is the program's, layout by layout: each row rendered
 # from --print-tensors at a shape whose every dimension is a different number (L=4, C=16, 3C=48, 4C=64, maxT=40,
-# Vp=256), and a row for every layout, its [8] the layout's place in the registry
+# Vp=256, hs = C/NH = 8; and 1, hybrid-star's ln1 of block 0), and a row for every layout, its [8] the layout's place
+# in the registry
 if $PY - $BIN docs/file_formats.md $LAYOUT_NAMES > "$TMP/readme_table" 2>&1 <<'EOF'
 import json, re, subprocess, sys
 program, readme, layouts = sys.argv[1], sys.argv[2], sys.argv[3:]
-shape = ["--layers", "4", "--channels", "16", "--heads", "4", "--max-seq-len", "40", "--vocab", "200"]
-symbol = {4: "L", 16: "C", 48: "3C", 64: "4C", 40: "maxT", 256: "Vp"}
+shape = ["--layers", "4", "--channels", "16", "--heads", "2", "--max-seq-len", "40", "--vocab", "200"]
+symbol = {4: "L", 16: "C", 48: "3C", 64: "4C", 40: "maxT", 256: "Vp", 8: "hs", 1: "1"}
+assert len(set(symbol.values())) == len(symbol)
 rows = {m.group(2): (int(m.group(1)), m.group(3).strip()) for m in
-        re.finditer(r"^ *\| (\d+) \| `(\w+)` \| (`.*`) \|$", open(readme).read(), re.M)}
+        re.finditer(r"^ *\| (\d+) \| `([\w-]+)` \| (`.*`) \|$", open(readme).read(), re.M)}
 bad = []
 for i, layout in enumerate(layouts):
     t = json.loads(subprocess.run([program, *shape, "--norm", layout, "--print-tensors"], capture_output=True,
@@ -409,7 +419,7 @@ else bad "resume after divergence" "failed"; fi
 
 # ---- end to end: each layout learns the KJV text. The threshold 2.9 nats is far below ln(256) = 5.55 (uniform
 # bytes) and below the byte-unigram entropy of the text (3.14 nats), so the model must use context to pass.
-for norm in pre post siamese; do
+for norm in pre post siamese hybrid siamese-hybrid; do
     out=()
     [ $norm = siamese ] && out=(-o "$TMP/e2e_ckpt")
     $BIN -i $KJV_TRAIN -j $KJV_VAL --norm $norm --layers 2 --channels 64 --heads 4 -b 8 -t 64 -l 2e-3 -u 10 \

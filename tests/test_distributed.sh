@@ -68,7 +68,7 @@ same() {
 
 # ---- bit-exact: 2 ranks x 1 micro-batch = 1 process x 2 micro-batches, each layout, -z 0 and -z 1: every layout
 # the trainer lists in its usage (host/layouts.h's registry), so that a new layout is tested here without an edit
-LAYOUTS=$("$BIN" -h 2>&1 | sed -n 's/^ *--norm <layout> *\([a-z|]*\) .*/\1/p' | tr '|' ' ')
+LAYOUTS=$("$BIN" -h 2>&1 | sed -n 's/^ *--norm <layout> *\([a-z|-]*\) .*/\1/p' | tr '|' ' ')
 if [ "$(wc -w <<< "$LAYOUTS")" -ge 5 ]; then ok "the layouts to test, from $BIN -h: $LAYOUTS"
 else bad "the layouts from $BIN -h" "found '$LAYOUTS' (fewer than pre post siamese mix deepnorm)"; fi
 for norm in $LAYOUTS; do
@@ -125,6 +125,19 @@ train r12 "${MPIRUN[@]}" -np 2 -- --norm siamese -x 4 -d 64 -y 1 -z 1
 same "resume: saved by one process at step 2, resumed by mpirun -np 2 -z 1 = one process throughout" siamese-1 r12
 if grep -q "2 to 4" "$TMP/r21.txt" && grep -q "2 to 4" "$TMP/r12.txt"; then ok "both resumed at step 2"
 else bad "resumed at step 2" "the header's steps row does not say 2 to 4"; fi
+# the HybridNorm layouts (their c1 and QKV-norm tensors in the checkpoint and the AdamW state): a one-process run
+# resumed from its step-2 checkpoint, and the mpirun -np 2 -z 1 run's resumed by one process, each = one process
+for norm in hybrid hybrid-star siamese-hybrid; do
+    case " $LAYOUTS " in *" $norm "*) ;; *) bad "resume $norm" "not a layout of $BIN -h"; continue ;; esac
+    cp -r "$TMP/$norm-1" "$TMP/$norm-r11" && interrupt $norm-r11
+    train $norm-r11 "${ONE[@]}" -- --norm $norm -x 4 -d 64 -y 1
+    same "$norm resume: saved at step 2, resumed by one process = one process throughout" $norm-1 $norm-r11
+    cp -r "$TMP/$norm-2z" "$TMP/$norm-r21" && interrupt $norm-r21
+    train $norm-r21 "${ONE[@]}" -- --norm $norm -x 4 -d 64 -y 1
+    same "$norm resume: saved by mpirun -np 2 -z 1 at step 2, resumed by one process = one process" $norm-1 $norm-r21
+    if grep -q "2 to 4" "$TMP/$norm-r11.txt" && grep -q "2 to 4" "$TMP/$norm-r21.txt"; then ok "$norm: both resumed at step 2"
+    else bad "$norm resumed at step 2" "the header's steps row does not say 2 to 4"; fi
+done
 
 # ---- errors: exit status 1 and one "error:" line (mpirun adds its own notice below it), never a hang
 expect_error() {  # NAME PATTERN CMD...

@@ -423,23 +423,26 @@ TEST_CASE("gradient accumulation: two half batches equal one batch") {
 
 #ifdef _OPENMP
 TEST_CASE("determinism: the same gradients bit for bit with 1 and 2 threads") {
-    GPT2Config c = tiny_config(NORM_SIAMESE, 0, 300);  // a vocabulary large enough to split across threads
-    c.channels = 64;
-    GPT2 m;
-    gpt2_init_random(&m, c, 1);
-    perturb(&m, 12);
-    std::vector<int> in = random_tokens(64, 300, 13), tg = random_tokens(64, 300, 14);
-    std::vector<real> grads[2];
-    for (int k = 0; k < 2; k++) {
-        omp_set_num_threads(k + 1);
-        gpt2_forward(&m, in.data(), tg.data(), 4, 16);
-        gpt2_zero_grad(&m);
-        gpt2_backward(&m);
-        grads[k].assign(m.grads_memory, m.grads_memory + m.num_parameters);
+    for (int norm : {NORM_SIAMESE, NORM_SIAMESE_HYBRID, NORM_HYBRID}) {  // and the QKV-norm's and c1's sums
+        CAPTURE(LAYOUTS[norm].name);
+        GPT2Config c = tiny_config(norm, 0, 300);  // a vocabulary large enough to split across threads
+        c.channels = 64;
+        GPT2 m;
+        gpt2_init_random(&m, c, 1);
+        perturb(&m, 12);
+        std::vector<int> in = random_tokens(64, 300, 13), tg = random_tokens(64, 300, 14);
+        std::vector<real> grads[2];
+        for (int k = 0; k < 2; k++) {
+            omp_set_num_threads(k + 1);
+            gpt2_forward(&m, in.data(), tg.data(), 4, 16);
+            gpt2_zero_grad(&m);
+            gpt2_backward(&m);
+            grads[k].assign(m.grads_memory, m.grads_memory + m.num_parameters);
+        }
+        omp_set_num_threads(2);
+        CHECK(memcmp(grads[0].data(), grads[1].data(), m.num_parameters * sizeof(real)) == 0);
+        gpt2_free(&m);
     }
-    omp_set_num_threads(2);
-    CHECK(memcmp(grads[0].data(), grads[1].data(), m.num_parameters * sizeof(real)) == 0);
-    gpt2_free(&m);
 }
 #endif
 
@@ -492,4 +495,55 @@ TEST_CASE("SiameseNorm forward: the streams follow the equations") {
     }
     CHECK(memcmp(m.acts.x, m.acts.y, NC * sizeof(real)) == 0);  // both streams start as h0
     gpt2_free(&m);
+}
+
+TEST_CASE("HybridNorm layouts' forward: the streams and the QKV-norm follow the equations") {
+    // siamese-hybrid: attention h = c1 x + LN_y(y), x' = x + z/c_l, y' = y + z; MLP siamese's. hybrid: attention
+    // x' = x + z, MLP u = LN(x), x' = u + z. Both: each head's q, k, v rows of hs = 8, with the gain and shift
+    // undone, have mean 0 and variance var(raw) / (var(raw) + eps).
+    for (int norm : {NORM_SIAMESE_HYBRID, NORM_HYBRID}) {
+        CAPTURE(LAYOUTS[norm].name);
+        GPT2 m;
+        gpt2_init_random(&m, tiny_config(norm), 1);
+        perturb(&m, 17);
+        std::vector<int> in = random_tokens(24, 60, 18);
+        gpt2_forward(&m, in.data(), nullptr, 2, 12);
+        size_t NC = 24 * 32, C = 32;
+        for (int s = 0; s < 6; s++) {
+            SubLayer a = sublayer_tensors(&m, s);
+            double inv_c = 1.0 / std::sqrt(2.0 * (s / 2 + 1));
+            for (size_t i = 0; i < NC; i++) {
+                if (norm == NORM_HYBRID) {
+                    const real* res = s % 2 == 0 ? a.x : a.u;  // x' = x + z; x' = LN(x) + z
+                    REQUIRE(a.x_out[i] == doctest::Approx(res[i] + a.z[i]).epsilon(1e-6));
+                } else if (s % 2 == 0) {
+                    REQUIRE(a.h[i] == doctest::Approx(a.c1[i % C] * a.x[i] + a.yh[i]).epsilon(1e-6));
+                    REQUIRE(a.x_out[i] == doctest::Approx(a.x[i] + inv_c * a.z[i]).epsilon(1e-6));
+                    REQUIRE(a.y_out[i] == doctest::Approx(a.y[i] + a.z[i]).epsilon(1e-6));
+                } else {
+                    REQUIRE(a.x_out[i] == doctest::Approx(a.xh[i] + inv_c * a.z[i]).epsilon(1e-6));
+                    REQUIRE(a.y_out[i] == doctest::Approx(a.y[i] + a.z[i]).epsilon(1e-6));
+                }
+            }
+        }
+        const int hs = 8, NH = 4;
+        for (int l = 0; l < 3; l++)
+            for (int r = 0; r < 24 * 3 * NH; r++) {
+                int j = r / NH % 3;
+                const real* w = m.params.lnqkvw[j] + l * hs;
+                const real* b = m.params.lnqkvb[j] + l * hs;
+                const real* out = m.acts.qkv + (size_t)l * 24 * 3 * C + (size_t)r * hs;
+                const real* raw = m.acts.qkvr + (size_t)l * 24 * 3 * C + (size_t)r * hs;
+                double mean = 0, var = 0, rmean = 0, rvar = 0;
+                for (int i = 0; i < hs; i++) mean += (out[i] - b[i]) / w[i] / hs, rmean += raw[i] / hs;
+                for (int i = 0; i < hs; i++) {
+                    double v = (out[i] - b[i]) / w[i] - mean, rv = raw[i] - rmean;
+                    var += v * v / hs, rvar += rv * rv / hs;
+                }
+                REQUIRE(std::fabs(mean) < 1e-4);
+                REQUIRE(var == doctest::Approx(rvar / (rvar + 1e-5)).epsilon(1e-4));
+            }
+        if (norm == NORM_SIAMESE_HYBRID) CHECK(memcmp(m.acts.x, m.acts.y, NC * sizeof(real)) == 0);
+        gpt2_free(&m);
+    }
 }
