@@ -42,6 +42,24 @@ Ablations (header[9] of the checkpoint): ABLATE_NO_DEPTH_SCALE sets c = 1 (the c
 ABLATE_NO_LN_IN makes u = xh + LN_y(y) (use_ln_in = 0: the LN_in parameters are unused and their gradients stay 0).
 The head always applies LN_f.
 
+siamese-hybrid (SiameseNorm's language-model form, the official code's hybrid_pre): its attention sub-layers are of
+the kind siamese_c1, whose X stream is HybridNorm's (no LN_x), with a learned gain c1 of C channels per block:
+
+    u = c1 * x + LN_y(y)             (no LN_x, no LN_in)
+    x = x + z / c_l;  y = y + z
+
+The same kernels do it (template flags END_C1, START_C1, C1: siamese's own kernels are unchanged), one a boundary
+whichever of the two kinds ends and starts there. Forward: after a siamese_c1 sub-layer the end is x_b =
+x_{b-1} + z / c (xh_{b-1} is x_{b-1}); before one the start is u_b = c1 * x_b + LN_y(y_b), keeping LN_y's statistics.
+Backward, a siamese_c1 start:
+
+    dx_b = dL/dx_{b+1} + c1 * du      x_{b+1} = x_b + z_b / c reads x_b directly, u_b through c1
+    dy_b = dL/dy_{b+1} + LN_y'(du)
+    dc1 += du * x_b                   (summed over rows in the registers of LN_x's gain, which is not there)
+
+and the end of sub-layer b-1 (dz = dx_b / c + dy_b) is the same for both kinds. -r 1 recomputes u_b from x_b, y_b
+and LN_y's statistics. The end of this file has HybridNorm's one-stream pieces (the layouts hybrid, hybrid-star).
+
 Included by train_gpt2.cu; uses the row building blocks of cuda_common.cuh (layernorm_row and its backward).
 */
 #pragma once
