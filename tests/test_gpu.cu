@@ -373,11 +373,14 @@ TEST_CASE("siamese-hybrid: logits, loss and every gradient match the CPU referen
 }
 
 // C > 2048: the row kernels' 16-channels-per-thread variants
-TEST_CASE("pre and siamese with C > 2048 match the CPU reference") {
+TEST_CASE("pre, siamese and siamese-hybrid with C > 2048 match the CPU reference") {
     check_against_cpu(make_problem("pre-wide", NORM_PRE, 0, 1, 2112, 2, 16, 60, 2, 8), SMALL_NORM_BOUND,
                       SMALL_MAX_BOUND);
     check_against_cpu(make_problem("siamese-wide", NORM_SIAMESE, 0, 1, 2112, 2, 16, 60, 2, 8), SMALL_NORM_BOUND,
                       SMALL_MAX_BOUND);
+    // siamese-hybrid's kernels in the same variants (16 heads of 132: the QKV norm takes heads up to 256)
+    check_against_cpu(make_problem("siamese-hybrid-wide", NORM_SIAMESE_HYBRID, 0, 1, 2112, 16, 16, 60, 2, 8),
+                      SMALL_NORM_BOUND, SMALL_MAX_BOUND);
 }
 
 // Ten AdamW steps of two micro-batches each (loss scaled by 1/2), with weight decay and global-norm clipping (the
