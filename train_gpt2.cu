@@ -5,6 +5,8 @@ says cuda), one GPU, bf16 mixed precision (the default) or float32 (make PRECISI
     pre      (GPT-2)                   x += Attn(LN1(x)); x += MLP(LN2(x));          logits from LN_f(x)
     post     (GPT-1, the Transformer)  x = LN1(x + Attn(x)); x = LN2(x + MLP(x));    logits from x
     siamese  (SiameseNorm, arXiv 2602.08064): two streams x, y sharing every weight; see siamese.cuh
+    mix (Mix-LN), hybrid and hybrid-star (HybridNorm), siamese-hybrid (SiameseNorm with HybridNorm's X stream):
+             kinds of sub-layer mixed block by block (host/layouts.h); the last three with the QKV-norm attention
 
 It computes exactly the function of the CPU reference (reference_cpu.cpp), reads and writes the same files and
 takes the same flags (host/flags.h); tests/test_gpu.cu holds the two against each other, gradient by gradient.
@@ -22,10 +24,12 @@ How the layouts differ. Between two sub-layers (and after the embedding, and at 
 residual work is done in ONE fused kernel per row, a "boundary": boundary b ends sub-layer b-1 (takes its output z)
 and starts sub-layer b (hands on its input u); boundary 0 follows the embedding and boundary 2L is the head. The
 layouts share one attention and one MLP and differ only in boundary_forward_<kind> and boundary_backward_<kind>, one
-small function per kind of sub-layer (host/layouts.h: pre, post, siamese) and direction, further down; where a
-layout changes kind from one sub-layer to the next (Post-LN blocks, then Pre-LN ones) a boundary runs the end of
-one kind and the start of the other. boundary_kind is the one place that says which of them run for a kind, and
-what the kind keeps.
+small function per kind of sub-layer (host/layouts.h: pre, post, siamese, residual, normed, siamese_c1) and
+direction, further down; where a layout changes kind from one sub-layer to the next (Post-LN blocks, then Pre-LN
+ones) a boundary runs the end of one kind and the start of the other, or one kernel where the two fuse (HybridNorm's
+residual add and the next LayerNorm; siamese-hybrid's two kinds). boundary_kind is the one place that says which of
+them run for a kind, and what the kind keeps. The one change inside F: the QKV-norm layouts' attention LayerNorms
+q, k and v of each head before it reads them (qkv_norm_forward, further down).
 
 Backward functions accumulate (+=) into the parameter gradients, zeroed once per step; activation gradients flow
 through a few (B,T,C) buffers that the backward pass reuses from layer to layer. Reductions are deterministic (no
@@ -515,7 +519,8 @@ __device__ inline void copy_pack(floatX* dst, const floatX* src) {
     *(Pack<P>*)dst = *(const Pack<P>*)src;
 }
 
-// q, k, v (each B, NH, T, hs) from qkv (B, T, 3, NH, hs), plus the qkv bias (the product above left it out)
+// q, k, v (each B, NH, T, hs) from qkv (B, T, 3, NH, hs), plus the qkv bias (the product above left it out; null:
+// qkv has it already, as the QKV norm's output does)
 template <int P>
 __global__ void permute_qkv_kernel(floatX* q, floatX* k, floatX* v, const floatX* qkv, const floatX* bias, int T,
                                    int NH, int hs) {
@@ -525,8 +530,11 @@ __global__ void permute_qkv_kernel(floatX* q, floatX* k, floatX* v, const floatX
     size_t dst = head_offset(T, NH, hs, t, i), src = ((size_t)blockIdx.z * T + t) * 3 * C + c;
     floatX* out[3] = {q, k, v};
     for (int part = 0; part < 3; part++) {
-        Pack<P> x = *(const Pack<P>*)(qkv + src + part * C), b = *(const Pack<P>*)(bias + part * C + c);
-        for (int j = 0; j < P; j++) x.v[j] = (floatX)((float)x.v[j] + (float)b.v[j]);
+        Pack<P> x = *(const Pack<P>*)(qkv + src + part * C);
+        if (bias) {
+            Pack<P> b = *(const Pack<P>*)(bias + part * C + c);
+            for (int j = 0; j < P; j++) x.v[j] = (floatX)((float)x.v[j] + (float)b.v[j]);
+        }
         *(Pack<P>*)(out[part] + dst) = x;
     }
 }
@@ -689,6 +697,140 @@ static void attention_backward(floatX* dqkv, floatX* dq, floatX* dk, floatX* dv,
     gemm_batched(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, scale, k, hs, sh, datt, T, st, 0.0f, dq, hs, sh, B * NH);
     gemm_batched(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, scale, q, hs, sh, datt, T, st, 0.0f, dk, hs, sh, B * NH);
     permute_qkv_backward(dqkv, dq, dk, dv, B, T, NH, hs);
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// QKV-norm (HybridNorm's attention; the layouts whose row in host/layouts.h says qkv_norm): each of q, k and v is
+// LayerNorm-ed over the head dimension, per token and head, with gains and shifts of hs channels per block, shared
+// by the heads (ln_q, ln_k, ln_v; eps 1e-5):
+//
+//     qkvn[n, p, h, :] = LN_p(qkv[n, p, h, :])        p = q, k, v;  qkv = u qkvw^T + qkvb  (B, T, 3, NH, hs)
+//
+// qkvn has the product's own layout (B, T, 3C), so every attention reads it unchanged (materialized and flash
+// through the permute, with no bias to add; cuDNN straight from the rows). Kept for the backward pass: qkv with its
+// bias (acts.qkv_in) and a mean and an rstd per (token, part, head) (acts.qkv_mean, qkv_rstd); qkvn itself only as
+// the attention keeps it (acts.qkvr), and under -r 1 not at all: the backward pass recomputes it from the two.
+// Backward, per row: dqkv = LN_p'(dqkvn) (the LayerNorm's backward over hs channels, in place), and the gains' and
+// shifts' gradients summed over the tokens and the heads.
+//
+// A row here is hs channels (a head of one of q, k, v), viewed as row r of qkv read as (B T 3 NH, hs): r = (n 3 + p)
+// NH + h. Warp per row; lane l owns channels l, l + 32, ... (at most QKV_NORM_DIMS of them) in registers.
+static const int QKV_NORM_MAX_HEAD_SIZE = 256, QKV_NORM_DIMS = QKV_NORM_MAX_HEAD_SIZE / 32;
+static const int QKV_NORM_WARPS = 8;  // a block's warps
+
+struct QKVNorm {  // the gains and shifts of ln_q, ln_k, ln_v of one block (hs each)
+    const floatX* w[3];
+    const floatX* b[3];
+};
+
+// qkvn = LN_p(qkv) row by row, warp per row; the statistics computed and stored, or (recompute = 1, the backward
+// pass under -r 1) read back from the forward pass
+__global__ void qkv_norm_forward_kernel(floatX* qkvn, float* mean, float* rstd, const floatX* qkv, QKVNorm ln,
+                                        size_t rows, int NH, int hs, int recompute) {
+    size_t r = (size_t)blockIdx.x * QKV_NORM_WARPS + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (r >= rows) return;  // the whole warp leaves together
+    int p = (int)(r / NH % 3);
+    const floatX* in = qkv + r * hs;
+    // part p's gain and shift, chosen without indexing the parameter struct at run time (which would copy it to local
+    // memory)
+    const floatX* w = p == 0 ? ln.w[0] : p == 1 ? ln.w[1] : ln.w[2];
+    const floatX* b = p == 0 ? ln.b[0] : p == 1 ? ln.b[1] : ln.b[2];
+    float v[QKV_NORM_DIMS];
+    #pragma unroll
+    for (int e = 0; e < QKV_NORM_DIMS; e++) {
+        int d = lane + 32 * e;
+        v[e] = d < hs ? (float)in[d] : 0.0f;
+    }
+    float m, s;
+    if (recompute) {
+        m = mean[r];
+        s = rstd[r];
+    } else {  // mean, then the variance about it (as layernorm_row)
+        float sum = 0.0f, var = 0.0f;
+        #pragma unroll
+        for (int e = 0; e < QKV_NORM_DIMS; e++) sum += v[e];
+        m = warp_sum(sum) / hs;
+        #pragma unroll
+        for (int e = 0; e < QKV_NORM_DIMS; e++)
+            if (lane + 32 * e < hs) var += (v[e] - m) * (v[e] - m);
+        s = 1.0f / sqrtf(warp_sum(var) / hs + 1e-5f);
+        if (lane == 0) {
+            mean[r] = m;
+            rstd[r] = s;
+        }
+    }
+    #pragma unroll
+    for (int e = 0; e < QKV_NORM_DIMS; e++) {
+        int d = lane + 32 * e;
+        if (d < hs) qkvn[r * hs + d] = (floatX)ln_apply(v[e], m, s, (float)w[d], (float)b[d]);
+    }
+}
+
+// dqkv = LN_p'(dqkv) in place (qkv, mean, rstd: the forward's input and statistics). Grid (warps' blocks, part p):
+// the warps of part p stride over its N NH rows, each lane summing the gain and shift gradients of its channels in
+// registers; warp w of part p leaves them as partials[w][2p, 2p + 1][hs] (reduce_partials adds them up in order).
+__global__ void qkv_norm_backward_kernel(floatX* dqkv, const floatX* qkv, const float* mean, const float* rstd,
+                                         QKVNorm ln, size_t heads, int NH, int hs, float* partials) {
+    int p = blockIdx.y, lane = threadIdx.x % 32;
+    int warp = blockIdx.x * QKV_NORM_WARPS + threadIdx.x / 32, warps = gridDim.x * QKV_NORM_WARPS;
+    const floatX* w = p == 0 ? ln.w[0] : p == 1 ? ln.w[1] : ln.w[2];  // (as in the forward kernel)
+    float dw[QKV_NORM_DIMS], db[QKV_NORM_DIMS];
+    #pragma unroll
+    for (int e = 0; e < QKV_NORM_DIMS; e++) dw[e] = db[e] = 0.0f;
+    for (size_t j = warp; j < heads; j += warps) {  // j = n NH + h: token n, head h of part p
+        size_t r = (j / NH * 3 + p) * NH + j % NH;
+        float xhat[QKV_NORM_DIMS], dout[QKV_NORM_DIMS], s[2] = {0.0f, 0.0f};
+        #pragma unroll
+        for (int e = 0; e < QKV_NORM_DIMS; e++) {
+            int d = lane + 32 * e;
+            xhat[e] = d < hs ? ((float)qkv[r * hs + d] - mean[r]) * rstd[r] : 0.0f;
+            dout[e] = d < hs ? (float)dqkv[r * hs + d] : 0.0f;
+            float g = d < hs ? (float)w[d] * dout[e] : 0.0f;
+            s[0] += g;
+            s[1] += g * xhat[e];
+        }
+        float gmean = warp_sum(s[0]) / hs, gxmean = warp_sum(s[1]) / hs;
+        #pragma unroll
+        for (int e = 0; e < QKV_NORM_DIMS; e++) {
+            int d = lane + 32 * e;
+            if (d >= hs) continue;
+            dqkv[r * hs + d] = (floatX)(rstd[r] * ((float)w[d] * dout[e] - gmean - xhat[e] * gxmean));
+            dw[e] += xhat[e] * dout[e];
+            db[e] += dout[e];
+        }
+    }
+    float* out = partials + ((size_t)warp * 6 + 2 * p) * hs;  // partials[warp][2p], then [2p + 1]
+    #pragma unroll
+    for (int e = 0; e < QKV_NORM_DIMS; e++) {
+        int d = lane + 32 * e;
+        if (d < hs) {
+            out[d] = dw[e];
+            out[hs + d] = db[e];
+        }
+    }
+}
+
+// qkvn (N, 3C) = LN_q, LN_k, LN_v of qkv (N, 3C), per head; mean and rstd (N, 3, NH) written, or read (recompute)
+static void qkv_norm_forward(floatX* qkvn, float* mean, float* rstd, const floatX* qkv, const QKVNorm& ln, int N,
+                             int NH, int hs, int recompute) {
+    size_t rows = (size_t)N * 3 * NH;
+    qkv_norm_forward_kernel<<<ceil_div(rows, QKV_NORM_WARPS), QKV_NORM_WARPS * 32>>>(qkvn, mean, rstd, qkv, ln, rows,
+                                                                                     NH, hs, recompute);
+    launchCheck();
+}
+
+// dqkv = LN'(dqkv) in place; dparams: the gradients of the gain and shift of ln_q, ln_k, ln_v, in that order (+=)
+static void qkv_norm_backward(floatX* dqkv, const GradTargets& dparams, const floatX* qkv, const float* mean,
+                              const float* rstd, const QKVNorm& ln, int N, int NH, int hs) {
+    size_t heads = (size_t)N * NH;
+    int blocks = std::max(1, std::min(ceil_div(heads, QKV_NORM_WARPS), gpu.sms));
+    int warps = blocks * QKV_NORM_WARPS;
+    if ((size_t)warps * 6 * hs > gpu.partials_floats) fail("internal: reduction scratch too small");
+    qkv_norm_backward_kernel<<<dim3(blocks, 3), QKV_NORM_WARPS * 32>>>(dqkv, qkv, mean, rstd, ln, heads, NH, hs,
+                                                                       gpu.partials);
+    launchCheck();
+    reduce_partials(dparams, 6, hs, warps);
 }
 
 // The cuDNN attention (attention_cudnn.cpp; the layouts are in attention_cudnn.h): out (B, T, C) and lse from the
@@ -893,7 +1035,11 @@ typedef struct {
                        //   for the LayerNorms that start sub-layer b; LN_END for the one that ends post sub-layer b-1)
     float* ln_rstd;    // (2L+1, BOUNDARY_NORMS, B,T)
     floatX* qkvr;      // (L, 3, B,NH,T,hs) q, k, v of each head, bias added; cuDNN: (L, B,T,3C), the qkv product's
-                       //   rows with the bias, which cuDNN reads in place
+                       //   rows with the bias, which cuDNN reads in place. QKV-norm layouts: the normalized q, k, v
+                       //   (the same layouts); under -r 1 the current layer's only, recomputed from qkv_in
+    floatX* qkv_in;    // (L, B,T,3C) QKV-norm layouts: the qkv product with its bias, the input of ln_q, ln_k, ln_v
+    float* qkv_mean;   // (L, B,T,3,NH) QKV-norm layouts: their statistics per token, part (q, k, v) and head
+    float* qkv_rstd;   // (L, B,T,3,NH)
     floatX* att;       // (L, B,NH,T,T) the causal softmax (materialized attention only)
     float* lse;        // (L, B,NH,T) log-sum-exp of each query's scores (flash and cuDNN), layer l at layer_lse
     floatX* atty;      // (L, B,T,C) attention output before its projection
@@ -904,7 +1050,8 @@ typedef struct {
     float* losses;     // (B,T)
     // scratch of the forward pass, reused by every layer
     floatX* z;         // (B,T,C) the output of the current sub-layer
-    floatX* qkv;       // (B,T,3C) the qkv product before the permute (materialized, flash)
+    floatX* qkv;       // (B,T,3C) the qkv product before the permute (materialized, flash); QKV-norm layouts: the
+                       //   normalized product, before the permute
     floatX* vaccum;    // (B,NH,T,hs) att @ v before the unpermute (materialized)
     // scratch of the backward pass
     floatX* dx;        // (B,T,C) dL/dx of the stream at the current boundary; pre: also dL/dz, post: also dL/du
@@ -930,9 +1077,10 @@ enum { LN_END = LN_SLOTS, BOUNDARY_NORMS = LN_SLOTS + 1 };
 // What this trainer does for a kind of sub-layer (host/layouts.h) at the boundaries, and what it keeps: one row
 // per kind, in boundary_kind, with the boundary functions further down: the one place that asks which kind a
 // sub-layer is. Boundary b ends sub-layer b-1 and starts sub-layer b (or the head, at b = 2L): where both are of
-// the row's kind `forward` does both in one kernel (at b = 0 it only starts); where the kind changes, the end of
-// the one runs and then the start of the other (`end_forward`, `start_forward`). The backwards in reverse. A null
-// function is a change of kinds that no layout of this trainer has (an error).
+// the row's kind, or the one that ends is the row's `fuses` kind, `forward` does both in one kernel (at b = 0 it
+// only starts); where the kind changes otherwise, the end of the one runs and then the start of the other
+// (`end_forward`, `start_forward`). The backwards in reverse. A null function is a change of kinds that no layout of
+// this trainer has (an error).
 struct GPT2;
 typedef struct {
     void (*forward)(GPT2* m, int b);
@@ -945,6 +1093,7 @@ typedef struct {
     int keeps_u;    // u_s has a buffer of its own (acts.u); else u_s is x_s (F reads the stream itself)
     int keeps_sum;  // keeps x_s + z_s, the input of the LayerNorm that ends it (acts.sum)
     int own_dz;     // dL/dz has a buffer of its own (acts.dz); else it is dx (see grad_dz)
+    int fuses;      // the kind (other than its own) whose end `forward` and `backward` also do; -1: none
 } BoundaryKind;
 static BoundaryKind boundary_kind(SubLayerKind kind);
 
@@ -972,15 +1121,18 @@ static size_t point_activations(const GPT2Config& c, int B, int T, int recompute
     size_t us = kept_before(c, 2 * L, keeps_u), sums = kept_before(c, 2 * L, keeps_sum);
     if (recompute) us = std::min(us, (size_t)1);  // -r 1: the current sub-layer's u only
     size_t kept = recompute ? 1 : L;  // how many layers' fch_gelu are kept
+    int qkv_norm = layout.qkv_norm;   // -r 1: the normalized q, k, v of one layer, recomputed from qkv_in
+    size_t qkvrs = qkv_norm && recompute ? 1 : L;
     struct { floatX** ptr; size_t count; } xs[] = {
         {&a->x, (2 * L + 1) * NC},        {&a->y, two ? 2 * L * NC : 0},      {&a->u, us * NC},
-        {&a->sum, sums * NC},             {&a->qkvr, L * 3 * NC},             {&a->att, L * att},
+        {&a->sum, sums * NC},             {&a->qkvr, qkvrs * 3 * NC},         {&a->att, L * att},
         {&a->atty, L * NC},               {&a->fch, L * 4 * NC},              {&a->fch_gelu, kept * 4 * NC},
         {&a->hf, hf ? NC : 0},            {&a->logits, BT * Vp},              {&a->z, NC},
         {&a->qkv, cudnn ? 0 : 3 * NC},    {&a->vaccum, materialized ? NC : 0}, {&a->dx, NC},
         {&a->dy, two ? NC : 0},           {&a->dz, two ? NC : 0},             {&a->du, us || hf ? NC : 0},
         {&a->dfch, 4 * NC},               {&a->datty, NC},                    {&a->dvaccum, materialized ? NC : 0},
         {&a->dqkvr, cudnn ? 0 : 3 * NC},  {&a->dqkv, 3 * NC},                 {&a->datt, att},
+        {&a->qkv_in, qkv_norm ? L * 3 * NC : 0},
     };
     struct { float** ptr; size_t count; } fs[] = {
         {&a->ln_mean, (2 * L + 1) * BOUNDARY_NORMS * BT},
@@ -988,6 +1140,8 @@ static size_t point_activations(const GPT2Config& c, int B, int T, int recompute
         {&a->losses, BT},
         {&a->lse, materialized ? 0 : L * lse_layer_floats(rows)},
         {&a->attD, flash ? rows : 0},
+        {&a->qkv_mean, qkv_norm ? L * 3 * rows : 0},
+        {&a->qkv_rstd, qkv_norm ? L * 3 * rows : 0},
     };
     size_t total = 0;
     for (auto& e : xs) {
@@ -1162,7 +1316,11 @@ static void check_activations_fit(const GPT2Config& c, int B, int T, int recompu
 static void gpt2_allocate_activations(GPT2* m, int B, int T) {
     m->batch_size = B;
     m->seq_len = T;
-    check_attention(m->attention, m->config.channels / m->config.num_heads);
+    int hs = m->config.channels / m->config.num_heads;
+    check_attention(m->attention, hs);
+    if (layout_of(m->config).qkv_norm && hs > QKV_NORM_MAX_HEAD_SIZE)
+        fail("the %s layout's QKV norm takes head sizes up to %d (a warp's registers), not %d: more heads",
+             layout_of(m->config).name, QKV_NORM_MAX_HEAD_SIZE, hs);
     m->acts_bytes = point_activations(m->config, B, T, m->recompute, m->attention, &m->acts, nullptr);
     check_activations_fit(m->config, B, T, m->recompute, m->attention, m->acts_bytes);
     m->acts_memory = cuda_malloc<char>(m->acts_bytes, "the activations");
@@ -1218,14 +1376,43 @@ static float* ln_rstd(GPT2* m, int b, int slot) {
 static float* layer_lse(GPT2* m, int l) {
     return m->acts.lse + l * lse_layer_floats((size_t)m->B * m->config.num_heads * m->T);
 }
-// the LayerNorm parameters (or their gradients) of boundary b, slot j: sub-layer b = 2l + k, or the head at 2L
+// the LayerNorm parameters (or their gradients) of boundary b, slot j: sub-layer b = 2l + k, or the head at 2L;
+// null where the layout has no such LayerNorm (siamese_c1 has LN_y only, hybrid's attention none)
 template <typename T>
 static T* ln_w(ParameterTensorsT<T>* p, const GPT2Config& c, int b, int j) {
-    return b < 2 * c.num_layers ? p->lnw[b % 2][j] + (size_t)(b / 2) * c.channels : p->lnfw[j];
+    if (b == 2 * c.num_layers) return p->lnfw[j];
+    T* w = p->lnw[b % 2][j];
+    return w ? w + (size_t)(b / 2) * c.channels : nullptr;
 }
 template <typename T>
 static T* ln_b(ParameterTensorsT<T>* p, const GPT2Config& c, int b, int j) {
-    return b < 2 * c.num_layers ? p->lnb[b % 2][j] + (size_t)(b / 2) * c.channels : p->lnfb[j];
+    if (b == 2 * c.num_layers) return p->lnfb[j];
+    T* w = p->lnb[b % 2][j];
+    return w ? w + (size_t)(b / 2) * c.channels : nullptr;
+}
+// siamese-hybrid's c1 (or its gradient) of the attention sub-layer that boundary b starts (b = 2l)
+template <typename T>
+static T* c1_of(ParameterTensorsT<T>* p, const GPT2Config& c, int b) {
+    return p->c1 + (size_t)(b / 2) * c.channels;
+}
+// QKV-norm: layer l's product with its bias (qkv_in), its statistics, and its normalized q, k, v (qkvr: by head, or
+// cuDNN's rows; -r 1 keeps one layer's)
+static size_t qkv_norm_rows(GPT2* m) { return (size_t)m->B * m->T * 3 * m->config.num_heads; }
+static floatX* layer_qkv_in(GPT2* m, int l) { return m->acts.qkv_in + (size_t)l * 3 * NCof(m); }
+static float* layer_qkv_mean(GPT2* m, int l) { return m->acts.qkv_mean + (size_t)l * qkv_norm_rows(m); }
+static float* layer_qkv_rstd(GPT2* m, int l) { return m->acts.qkv_rstd + (size_t)l * qkv_norm_rows(m); }
+static floatX* layer_qkvr(GPT2* m, int l) {
+    int one = layout_of(m->config).qkv_norm && m->recompute;
+    return m->acts.qkvr + (one ? 0 : (size_t)l * 3 * NCof(m));
+}
+static QKVNorm layer_qkv_norm(GPT2* m, int l) {
+    int hs = m->config.channels / m->config.num_heads;
+    QKVNorm ln;
+    for (int p = 0; p < 3; p++) {
+        ln.w[p] = m->params.lnqkvw[p] + (size_t)l * hs;
+        ln.b[p] = m->params.lnqkvb[p] + (size_t)l * hs;
+    }
+    return ln;
 }
 // Where the backward pass keeps dL/dz_s and dL/du_s of sub-layer s, and with which beta F's backward writes du
 // (du = beta * du + ...): pre keeps dz in dx (x_{s+1} = x_s + z_s: the same gradient); post keeps both in dx (its
@@ -1248,18 +1435,36 @@ static floatX* grad_dhf(GPT2* m) {
 // The boundaries: the ONLY place where the layouts differ (see the top of the file). Boundary b ends sub-layer b-1
 // (its output is acts.z) and starts sub-layer b; b = 0 follows the embedding, b = 2L is the head.
 
+// What the residual add that ends sub-layer b-1 adds its z to: x_{b-1} after a pre or residual sub-layer, and
+// xn_{b-1} = u_{b-1} after a normed one (HybridNorm's MLP: x_b = xn_{b-1} + z)
+static const floatX* residual_base(GPT2* m, int b) {
+    return sublayer_kind(m->config, b - 1) == SUBLAYER_NORMED ? boundary_u(m, b - 1) : stream_x(m, b - 1);
+}
+
 // Pre-Norm:  x_b = x_{b-1} + z;  u_b = LN(x_b)        (b = 0: u_0 = LN(h0);  b = 2L: hf = LN_f(x_2L)). Without
-// `residual` (b = 0, or after a post sub-layer, whose LayerNorm already wrote x_b) only u_b = LN(x_b).
+// `residual` (b = 0, or after a post sub-layer, whose LayerNorm already wrote x_b) only u_b = LN(x_b). The same
+// kernel starts HybridNorm's normed sub-layers (u_b = LN(x_b), after a residual one: x_b = x_{b-1} + z) and its
+// head (hf = LN_f(x_2L), after a normed one: x_2L = xn_{2L-1} + z): residual_base says what z is added to.
 static void pre_residual_layernorm(GPT2* m, int b, int residual) {
     const GPT2Config& c = m->config;
     ParameterTensors* p = &m->params;
     residual_layernorm_forward(residual ? stream_x(m, b) : nullptr, boundary_u(m, b), ln_mean(m, b, LN_X),
-                               ln_rstd(m, b, LN_X), residual ? stream_x(m, b - 1) : stream_x(m, b),
+                               ln_rstd(m, b, LN_X), residual ? residual_base(m, b) : stream_x(m, b),
                                residual ? m->acts.z : nullptr, ln_w(p, c, b, LN_X), ln_b(p, c, b, LN_X), m->B * m->T,
                                c.channels);
 }
 static void boundary_forward_pre(GPT2* m, int b) { pre_residual_layernorm(m, b, b > 0); }
 static void boundary_start_forward_pre(GPT2* m, int b) { pre_residual_layernorm(m, b, 0); }
+
+// The residual add alone, x_b = base + z (siamese.cuh): the end of a pre, residual or normed sub-layer b-1 where
+// the next one starts with nothing to fuse it with (a residual one: u_b = x_b)
+static void boundary_end_forward_residual(GPT2* m, int b) {
+    residual_forward(stream_x(m, b), residual_base(m, b), m->acts.z, m->B * m->T, m->config.channels);
+}
+// HybridNorm's attention (residual):  x_b = x_{b-1} + z;  u_b = x_b: F reads the stream (nothing at b = 0)
+static void boundary_forward_residual(GPT2* m, int b) {
+    if (b > 0) boundary_end_forward_residual(m, b);
+}
 
 // dL/dx_b += LN'(dL/du_b): dx already holds dL/dx_{b+1}, which reached x_b through the identity. The result is
 // also dL/dz_{b-1} (after a pre sub-layer), which is why pre keeps dz and dx in one buffer. At the head dx starts
@@ -1271,6 +1476,16 @@ static void boundary_backward_pre(GPT2* m, int b) {
     layernorm_backward(m->acts.dx, ln_w(g, c, b, LN_X), ln_b(g, c, b, LN_X), m->acts.du, stream_x(m, b),
                        ln_w(p, c, b, LN_X), ln_mean(m, b, LN_X), ln_rstd(m, b, LN_X), m->B * m->T, c.channels,
                        b < 2 * c.num_layers);
+}
+
+// HybridNorm's MLP (normed), u_b = xn_b = LN(x_b), after its F's backward: dx holds dL/dx_{b+1}, which reached
+// u_b directly (x_{b+1} = u_b + z_b), du holds F's dL/du_b:  dx = dL/dx_b = LN'(du + dx) (siamese.cuh)
+static void boundary_backward_normed(GPT2* m, int b) {
+    const GPT2Config& c = m->config;
+    ParameterTensors* p = &m->params;
+    GradTensors* g = &m->grads;
+    normed_boundary_backward(m->acts.dx, ln_w(g, c, b, LN_X), ln_b(g, c, b, LN_X), m->acts.du, stream_x(m, b),
+                             ln_w(p, c, b, LN_X), ln_mean(m, b, LN_X), ln_rstd(m, b, LN_X), m->B * m->T, c.channels);
 }
 
 // Post-Norm:  x_b = LN(x_{b-1} + z) with the LayerNorm of sub-layer b-1;  u_b = x_b   (nothing at b = 0)
@@ -1310,18 +1525,23 @@ static void point_boundary_norms(GPT2* m, int b, Args* a) {
     a->use_ln_in = b == 2 * c.num_layers || !(c.ablations & ABLATE_NO_LN_IN);
 }
 
-// SiameseNorm (siamese.cuh):  x_b = xh_{b-1} + z / c;  y_b = y_{b-1} + z;  u_b = LN_in(LN_x(x_b) + LN_y(y_b))
-static void boundary_forward_siamese(GPT2* m, int b) {
+// SiameseNorm (siamese.cuh):  x_b = xh_{b-1} + z / c;  y_b = y_{b-1} + z;  u_b = LN_in(LN_x(x_b) + LN_y(y_b)).
+// siamese-hybrid's attention (siamese_c1) in the same kernel:  u_b = c1 * x_b + LN_y(y_b) (c1 given), and after it
+// x_b = x_{b-1} + z / c (no LN_x: the end of a siamese_c1 sub-layer leaves wx_prev null); one kernel a boundary
+// whichever of the two ends and starts there.
+static void siamese_forward(GPT2* m, int b, const floatX* c1) {
     const GPT2Config& c = m->config;
     ParameterTensors* p = &m->params;
     SiameseBoundary a;
     memset(&a, 0, sizeof(a));
     if (b > 0) {
         a.x_prev = stream_x(m, b - 1);
-        a.mean_prev = ln_mean(m, b - 1, LN_X);
-        a.rstd_prev = ln_rstd(m, b - 1, LN_X);
-        a.wx_prev = ln_w(p, c, b - 1, LN_X);
-        a.bx_prev = ln_b(p, c, b - 1, LN_X);
+        if (sublayer_kind(c, b - 1) == SUBLAYER_SIAMESE) {  // xh_{b-1} = LN_x(x_{b-1})
+            a.mean_prev = ln_mean(m, b - 1, LN_X);
+            a.rstd_prev = ln_rstd(m, b - 1, LN_X);
+            a.wx_prev = ln_w(p, c, b - 1, LN_X);
+            a.bx_prev = ln_b(p, c, b - 1, LN_X);
+        }
         a.y_prev = stream_y(m, b - 1);
         a.z = m->acts.z;
         a.inv_c = (float)inv_depth_scale(c, (b - 1) / 2);
@@ -1330,10 +1550,15 @@ static void boundary_forward_siamese(GPT2* m, int b) {
     a.x = stream_x(m, b);
     a.u = boundary_u(m, b);
     point_boundary_norms(m, b, &a);
+    a.c1 = c1;
     siamese_boundary_forward(a, m->B * m->T, c.channels);
 }
+static void boundary_forward_siamese(GPT2* m, int b) { siamese_forward(m, b, nullptr); }
+static void boundary_forward_siamese_c1(GPT2* m, int b) { siamese_forward(m, b, c1_of(&m->params, m->config, b)); }
 
-static void boundary_backward_siamese(GPT2* m, int b) {
+// The backward does not depend on which kind ended at b (see siamese.cuh): only the start's (c1 given: siamese_c1,
+// whose dc1 leaves through the LN_x gain's slot of the kernel's partials; it has no LN_x)
+static void siamese_backward(GPT2* m, int b, const floatX* c1) {
     const GPT2Config& c = m->config;
     GradTensors* g = &m->grads;
     int head = b == 2 * c.num_layers;
@@ -1349,10 +1574,13 @@ static void boundary_backward_siamese(GPT2* m, int b) {
     a.dy = m->acts.dy;
     a.dz = b > 0 ? m->acts.dz : nullptr;
     a.inv_c = b > 0 ? (float)inv_depth_scale(c, (b - 1) / 2) : 1.0f;
-    GradTargets t = {{ln_w(g, c, b, LN_X), ln_b(g, c, b, LN_X), ln_w(g, c, b, LN_Y), ln_b(g, c, b, LN_Y),
-                      ln_w(g, c, b, LN_IN), ln_b(g, c, b, LN_IN)}};
+    a.c1 = c1;
+    GradTargets t = {{c1 ? c1_of(g, c, b) : ln_w(g, c, b, LN_X), ln_b(g, c, b, LN_X), ln_w(g, c, b, LN_Y),
+                      ln_b(g, c, b, LN_Y), ln_w(g, c, b, LN_IN), ln_b(g, c, b, LN_IN)}};
     siamese_boundary_backward(a, t, m->B * m->T, c.channels);
 }
+static void boundary_backward_siamese(GPT2* m, int b) { siamese_backward(m, b, nullptr); }
+static void boundary_backward_siamese_c1(GPT2* m, int b) { siamese_backward(m, b, c1_of(&m->params, m->config, b)); }
 
 // -r 1: u_s again, from what the forward pass kept of boundary s (its streams and LayerNorm statistics), into the
 // one u buffer, just before sub-layer s's backward pass reads it
@@ -1363,31 +1591,48 @@ static void recompute_u_pre(GPT2* m, int s) {
                         ln_w(p, c, s, LN_X), ln_b(p, c, s, LN_X), m->B * m->T, c.channels);
 }
 
-static void recompute_u_siamese(GPT2* m, int s) {
+static void siamese_recompute(GPT2* m, int s, const floatX* c1) {
     SiameseBoundaryGrad a;
     memset(&a, 0, sizeof(a));
     a.x = stream_x(m, s);
     a.y = stream_y(m, s);
     point_boundary_norms(m, s, &a);
+    a.c1 = c1;
     siamese_u_recompute(a, boundary_u(m, s), m->B * m->T, m->config.channels);
 }
+static void recompute_u_siamese(GPT2* m, int s) { siamese_recompute(m, s, nullptr); }
+static void recompute_u_siamese_c1(GPT2* m, int s) { siamese_recompute(m, s, c1_of(&m->params, m->config, s)); }
 
-// post starts nothing: F reads x_b itself (and its backward adds into dx)
+// post and residual start nothing: F reads x_b itself (and its backward adds into dx); the backward of a residual
+// add is nothing too: dL/dz and dL/dx_{b-1} are dL/dx_b, which dx holds already
 static void nothing(GPT2*, int) {}
 
 // The one place that says which of the functions above run for a kind of sub-layer (BoundaryKind, above). The
-// kinds a layout of this trainer mixes: Mix-LN's post blocks, then pre ones (post's end, then pre's start).
+// kinds a layout of this trainer mixes: Mix-LN's post blocks, then pre ones (post's end, then pre's start);
+// HybridNorm's residual and normed sub-layers (hybrid), after a pre block (hybrid-star); siamese-hybrid's
+// siamese_c1 and siamese ones, fused into one kernel a boundary either way.
 static BoundaryKind boundary_kind(SubLayerKind kind) {
+    const int none = -1;
     switch (kind) {
-        case SUBLAYER_PRE:
+        case SUBLAYER_PRE:  // fuses: HybridNorm's head, LN_f after its last (normed) sub-layer
             return {boundary_forward_pre, boundary_backward_pre, boundary_start_forward_pre, boundary_backward_pre,
-                    nullptr, nullptr, recompute_u_pre, 1, 0, 0};
+                    boundary_end_forward_residual, nothing, recompute_u_pre, 1, 0, 0, SUBLAYER_NORMED};
         case SUBLAYER_POST:
             return {boundary_forward_post, boundary_backward_post, nothing, nothing, boundary_forward_post,
-                    boundary_backward_post, nullptr, 0, 1, 0};
+                    boundary_backward_post, nullptr, 0, 1, 0, none};
         case SUBLAYER_SIAMESE:  // the sum LN_in reads is recomputed from the statistics (siamese.cuh): no sum kept
             return {boundary_forward_siamese, boundary_backward_siamese, nullptr, nullptr, nullptr, nullptr,
-                    recompute_u_siamese, 1, 0, 1};
+                    recompute_u_siamese, 1, 0, 1, SUBLAYER_SIAMESE_C1};
+        case SUBLAYER_RESIDUAL:  // u is x: nothing kept
+            return {boundary_forward_residual, nothing, nothing, nothing, boundary_end_forward_residual, nothing,
+                    nullptr, 0, 0, 0, none};
+        case SUBLAYER_NORMED:  // the forward is pre's: x_b = base + z; u_b = LN(x_b); its backward adds dx to du
+            return {boundary_forward_pre, boundary_backward_normed, boundary_start_forward_pre,
+                    boundary_backward_normed, boundary_end_forward_residual, nothing, recompute_u_pre, 1, 0, 0,
+                    SUBLAYER_RESIDUAL};
+        case SUBLAYER_SIAMESE_C1:  // u = c1 * x + LN_y(y), kept; no sum
+            return {boundary_forward_siamese_c1, boundary_backward_siamese_c1, nullptr, nullptr, nullptr, nullptr,
+                    recompute_u_siamese_c1, 1, 0, 1, SUBLAYER_SIAMESE};
         case SUBLAYER_DEEPNORM: break;  // not run here (cuda = 0 in its row: refused before the model is built)
     }
     unknown_kind("sub-layer kind", kind);
@@ -1414,7 +1659,7 @@ static void boundary_forward(GPT2* m, int b) {
     int end = boundary_end(m, b);
     SubLayerKind start = boundary_start(m, b);
     BoundaryKind k = boundary_kind(start);
-    if (end == (int)start || end == NO_SUBLAYER) return k.forward(m, b);
+    if (end == (int)start || end == NO_SUBLAYER || end == k.fuses) return k.forward(m, b);
     BoundaryKind e = boundary_kind((SubLayerKind)end);
     if (!e.end_forward || !k.start_forward) no_boundary(m, b, end, start);
     e.end_forward(m, b);
@@ -1427,7 +1672,7 @@ static void boundary_backward(GPT2* m, int b) {
     int end = boundary_end(m, b);
     SubLayerKind start = boundary_start(m, b);
     BoundaryKind k = boundary_kind(start);
-    if (end == (int)start || end == NO_SUBLAYER) return k.backward(m, b);
+    if (end == (int)start || end == NO_SUBLAYER || end == k.fuses) return k.backward(m, b);
     BoundaryKind e = boundary_kind((SubLayerKind)end);
     if (!e.end_backward || !k.start_backward) no_boundary(m, b, end, start);
     k.start_backward(m, b);
@@ -1438,30 +1683,45 @@ static void boundary_backward(GPT2* m, int b) {
 // The two sub-layers F that all layouts share: causal self-attention and the MLP of block l, z = F(u).
 // Backward: from dz to du (du_beta 0: du = ..., 1: du += ..., for post, whose du is dx) and the weight gradients.
 
+// QKV-norm (the layouts whose row says qkv_norm): the normalized q, k, v of layer l, qkvn = LN_qkv(qkv_in), into
+// the rows the attention reads (cuDNN: its kept rows; the others: the product's scratch, before the permute), from
+// the kept product and, with recompute (-r 1's backward pass), the kept statistics
+static floatX* qkv_norm_rows_of(GPT2* m, int l) { return m->attention == ATTENTION_CUDNN ? layer_qkvr(m, l) : m->acts.qkv; }
+static void layer_qkv_norm_forward(GPT2* m, int l, int recompute) {
+    int NH = m->config.num_heads;
+    qkv_norm_forward(qkv_norm_rows_of(m, l), layer_qkv_mean(m, l), layer_qkv_rstd(m, l), layer_qkv_in(m, l),
+                     layer_qkv_norm(m, l), m->B * m->T, NH, m->config.channels / NH, recompute);
+}
+
 static void attention_block_forward(GPT2* m, int l, const floatX* u, floatX* z) {
     const GPT2Config& c = m->config;
     int B = m->B, T = m->T, C = c.channels, NH = c.num_heads, N = B * T;
     size_t NC = (size_t)N * C;
     ParameterTensors* p = &m->params;
     ActivationTensors* a = &m->acts;
-    floatX* q = a->qkvr + (size_t)l * 3 * NC;
+    floatX* q = layer_qkvr(m, l);
     floatX* atty = a->atty + (size_t)l * NC;
     const floatX *qkvw = p->qkvw + (size_t)l * 3 * C * C, *qkvb = p->qkvb + (size_t)l * 3 * C;
+    int qkv_norm = layout_of(c).qkv_norm;
+    const floatX* bias = qkv_norm ? nullptr : qkvb;  // what the permute adds: the normalized rows need nothing
     profile_part("attention matmuls");
-    if (m->attention == ATTENTION_CUDNN) {  // cuDNN reads q, k, v from the product's rows: kept, with the bias
+    if (qkv_norm) {  // HybridNorm: qkv_in = u qkvw^T + qkvb, kept; the attention reads LN_qkv(qkv_in) (below)
+        matmul_forward(layer_qkv_in(m, l), u, qkvw, qkvb, N, C, 3 * C);
+    } else if (m->attention == ATTENTION_CUDNN) {  // cuDNN reads q, k, v from the product's rows: kept, with the bias
         matmul_forward(q, u, qkvw, qkvb, N, C, 3 * C);
     } else {  // the bias comes with the permute
         matmul_forward(a->qkv, u, qkvw, nullptr, N, C, 3 * C);
     }
     profile_part("attention core");
+    if (qkv_norm) layer_qkv_norm_forward(m, l, 0);
     if (m->attention == ATTENTION_CUDNN) {
         attention_forward_cudnn(atty, layer_lse(m, l), q, B, T, NH, C / NH);
     } else if (m->attention == ATTENTION_FLASH) {
-        permute_qkv(q, q + NC, q + 2 * NC, a->qkv, qkvb, B, T, NH, C / NH);
+        permute_qkv(q, q + NC, q + 2 * NC, a->qkv, bias, B, T, NH, C / NH);
         flash_attention_forward(atty, layer_lse(m, l), q, q + NC, q + 2 * NC, B, T, C, NH);
     } else {
         floatX* att = a->att + (size_t)l * B * NH * T * T;
-        attention_forward(atty, q, q + NC, q + 2 * NC, att, a->vaccum, a->qkv, qkvb, B, T, C, NH);
+        attention_forward(atty, q, q + NC, q + 2 * NC, att, a->vaccum, a->qkv, bias, B, T, C, NH);
     }
     profile_part("attention matmuls");
     matmul_forward(z, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, N, C, C);
@@ -1474,12 +1734,17 @@ static void attention_block_backward(GPT2* m, int l, const floatX* u, floatX* du
     ParameterTensors* p = &m->params;
     GradTensors* g = &m->grads;
     ActivationTensors* a = &m->acts;
-    const floatX* q = a->qkvr + (size_t)l * 3 * NC;
+    floatX* q = layer_qkvr(m, l);
     const floatX* atty = a->atty + (size_t)l * NC;
+    int qkv_norm = layout_of(c).qkv_norm;
     profile_part("attention matmuls");
     matmul_backward(a->datty, g->attprojw + (size_t)l * C * C, g->attprojb + (size_t)l * C, dz, atty,
                     p->attprojw + (size_t)l * C * C, N, C, C, 0.0f);
     profile_part("attention core");
+    if (qkv_norm && m->recompute) {  // -r 1: the normalized q, k, v again, from qkv_in and the statistics
+        layer_qkv_norm_forward(m, l, 1);
+        if (m->attention != ATTENTION_CUDNN) permute_qkv(q, q + NC, q + 2 * NC, a->qkv, nullptr, B, T, NH, C / NH);
+    }
     floatX *dq = a->dqkvr, *dk = dq + NC, *dv = dq + 2 * NC;
     if (m->attention == ATTENTION_CUDNN) {
         attention_backward_cudnn(a->dqkv, a->datty, q, atty, layer_lse(m, l), B, T, NH, C / NH);
@@ -1491,6 +1756,13 @@ static void attention_block_backward(GPT2* m, int l, const floatX* u, floatX* du
         const floatX* att = a->att + (size_t)l * B * NH * T * T;
         attention_backward(a->dqkv, dq, dk, dv, a->datt, a->dvaccum, a->datty, q, q + NC, q + 2 * NC, att, B, T, C,
                            NH);
+    }
+    if (qkv_norm) {  // dqkv: from the normalized rows' gradient to the product's, dqkv = LN_qkv'(dqkv)
+        int hs = C / NH;
+        GradTargets t = {{g->lnqkvw[0] + (size_t)l * hs, g->lnqkvb[0] + (size_t)l * hs, g->lnqkvw[1] + (size_t)l * hs,
+                          g->lnqkvb[1] + (size_t)l * hs, g->lnqkvw[2] + (size_t)l * hs, g->lnqkvb[2] + (size_t)l * hs}};
+        qkv_norm_backward(a->dqkv, t, layer_qkv_in(m, l), layer_qkv_mean(m, l), layer_qkv_rstd(m, l),
+                          layer_qkv_norm(m, l), N, NH, hs);
     }
     profile_part("attention matmuls");
     matmul_backward(du, g->qkvw + (size_t)l * 3 * C * C, g->qkvb + (size_t)l * 3 * C, a->dqkv, u,

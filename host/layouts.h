@@ -195,16 +195,16 @@ static const LayoutInfo LAYOUTS[] = {
      0, deepnorm_init_std},
     {"hybrid", "HybridNorm (Zhuo et al. 2025, arXiv 2503.04598)",
      "attention: x = x + F(x); MLP: xn = LN(x); x = xn + F(xn); F's attention LayerNorms q, k, v; head LN_f(x)",
-     1, {0, 1}, {nullptr, PLAIN_NORMS_2}, {0, 0}, 1, LNF_NORM, HEAD_LN, hybrid_kind, 1, 0, 0, NO_SETTING, 0, nullptr},
+     1, {0, 1}, {nullptr, PLAIN_NORMS_2}, {0, 0}, 1, LNF_NORM, HEAD_LN, hybrid_kind, 1, 0, 0, NO_SETTING, 1, nullptr},
     {"hybrid-star", "HybridNorm* (Zhuo et al. 2025, arXiv 2503.04598): HybridNorm with a Pre-Norm block 0",
      "block 0: x = x + F(LN(x)); blocks l >= 1 as hybrid; F's attention LayerNorms q, k, v; head LN_f(x)",
      1, {1, 1}, {PLAIN_NORMS_1, PLAIN_NORMS_2}, {1, 0}, 1, LNF_NORM, HEAD_LN, hybrid_star_kind, 1, 0, 0, NO_SETTING,
-     0, nullptr},
+     1, nullptr},
     {"siamese-hybrid", "SiameseNorm's language-model form (Li et al. 2026; the official code's hybrid_pre)",
      "attention: h = c1 x + LN_y(y); z = F(h); x = x + z/c_l; y = y + z; MLP: as siamese; F's attention LayerNorms "
      "q, k, v; head LN_f(LN_xf(x) + LN_yf(y))",
      2, {2, 3}, {SIAMESE_C1_NORMS_1, SIAMESE_NORMS_2}, {0, 0}, 3, SIAMESE_HEAD_NORMS, HEAD_SIAMESE,
-     siamese_hybrid_kind, 1, 1, ABLATE_NO_DEPTH_SCALE | ABLATE_NO_LN_IN, NO_SETTING, 0, nullptr},
+     siamese_hybrid_kind, 1, 1, ABLATE_NO_DEPTH_SCALE | ABLATE_NO_LN_IN, NO_SETTING, 1, nullptr},
 };
 static const int NUM_LAYOUTS = (int)(sizeof(LAYOUTS) / sizeof(LAYOUTS[0]));
 

@@ -1,7 +1,8 @@
 // The CUDA trainer against the CPU reference (float32 build), in one program: for each layout (pre, post, siamese
-// and siamese with each ablation) both start from the same checkpoint and see the same batch, and must agree on the
-// logits, the loss and EVERY parameter gradient; then ten AdamW steps (gradient accumulation, clipping, weight
-// decay) must give the same losses; then the same at GPT-2 small's shape (12 layers, C 768, vocabulary 50257).
+// and siamese with each ablation, mix, and the QKV-norm layouts hybrid, hybrid-star and siamese-hybrid) both start
+// from the same checkpoint and see the same batch, and must agree on the logits, the loss and EVERY parameter
+// gradient; then ten AdamW steps (gradient accumulation, clipping, weight decay) must give the same losses; then the
+// same at GPT-2 small's shape (12 layers, C 768, vocabulary 50257).
 //
 // The bound. Both programs compute in float32 (unit roundoff u = 6e-8) but sum in different orders (cuBLAS tiles
 // and split sums, our block reductions; the CPU's register tiles and loops), so their results differ by rounding
@@ -90,13 +91,31 @@ static Problem make_problem(const char* label, int norm, int ablations, int L, i
 }
 
 // GPT-2's initialization, then the LayerNorm gains and shifts and the biases moved off 1 and 0 (by 0.2) so that
-// no term of their gradients vanishes; the weights are random already
+// no term of their gradients vanishes; the weights are random already. The QKV-norm layouts' qkv bias moves by
+// 0.002: hybrid's attention reads the raw stream (~0.02 a channel at GPT-2's initialization, its product ~0.01), so
+// a bias of 0.2 would be nearly all of every token's q and k, every key nearly the same, and the gradients of
+// ln_q and ln_k sums that cancel (measured, hybrid L=3 C=96: the float32 reference against the float64 one
+// 5e-5 on lnqw, lnqb, lnkw with 0.2, 1.5e-6 with 0.002, as every other tensor)
 static void init_cpu_model(cpu::GPT2* m, const GPT2Config& c) {
     cpu::gpt2_init_random(m, c, 7);
     uint64_t rng = 99;
-    for (const TensorInfo& t : m->tensors)
-        if (!t.decay)
-            for (size_t i = 0; i < t.size; i++) m->params_memory[t.offset + i] += (float)(0.2 * random_normal(&rng));
+    for (const TensorInfo& t : m->tensors) {
+        if (t.decay) continue;
+        double shift = layout_of(c).qkv_norm && !strcmp(t.name, "qkvb") ? 0.002 : 0.2;
+        for (size_t i = 0; i < t.size; i++) m->params_memory[t.offset + i] += (float)(shift * random_normal(&rng));
+    }
+}
+
+// LN_k's shift (the QKV-norm layouts' lnkb) adds one vector b to every key of a head: each query's scores all move
+// by the same q.b, the softmax does not change, and the gradient is 0. What a program computes for it is rounding
+// noise, so it is held to 0 relative to the model's largest gradient (as tests/test_gradients.cpp holds the CPU's),
+// not relative to itself: a shift's gradient that gathered anything else (another part's, a missed row) is not 0
+static bool zero_gradient(const char* name) { return !strcmp(name, "lnkb"); }
+static double largest_magnitude(const float* v, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!(std::fabs(v[i]) <= m)) m = std::fabs(v[i]);  // a NaN wins
+    return m;
 }
 
 // the GPU model loads the checkpoint the CPU model writes: both start from the same numbers
@@ -238,9 +257,17 @@ static void check_against_cpu(const Problem& p, double norm_bound, double max_bo
                             "(rel %.1e), logits norm-rel %.1e\n  %-10s %10s %10s\n", p.label, c.num_layers,
                             c.channels, c.num_heads, B, T, c.vocab_size, Vp, (double)ref.mean_loss,
                             (double)g.mean_loss, loss_rel, dl.norm_rel, "gradient", "norm-rel", "max-rel");
-    double worst_norm = 0, worst_max = 0;
+    double worst_norm = 0, worst_max = 0, top = largest_magnitude(ref.grads_memory, g.num_parameters), zero = 0;
     std::string worst_norm_name = "-", worst_max_name = "-";
     for (const TensorInfo& t : g.tensors) {
+        if (zero_gradient(t.name)) {  // 0: the GPU's largest entry against the model's largest gradient
+            double z = largest_magnitude(grads.data() + t.offset, t.size) / top;
+            table += fmt(buf, sizeof(buf), "  %-10s %10s %10.2e  (0 in exact arithmetic: largest entry / the "
+                         "model's largest gradient; the CPU's %.1e)\n", t.name, "-", z,
+                         largest_magnitude(ref.grads_memory + t.offset, t.size) / top);
+            keep_worst(&zero, z);
+            continue;
+        }
         Diff d = compare(grads.data() + t.offset, ref.grads_memory + t.offset, t.size);
         table += fmt(buf, sizeof(buf), "  %-10s %10.2e %10.2e\n", t.name, d.norm_rel, d.max_rel);
         if (!(d.norm_rel <= worst_norm)) worst_norm = d.norm_rel, worst_norm_name = t.name;
@@ -249,11 +276,13 @@ static void check_against_cpu(const Problem& p, double norm_bound, double max_bo
     table += fmt(buf, sizeof(buf), "GRADCHECK %s norm_rel=%.2e (%s) max_rel=%.2e (%s) loss_rel=%.1e logits_rel=%.1e",
                  p.label, worst_norm, worst_norm_name.c_str(), worst_max, worst_max_name.c_str(), loss_rel,
                  dl.norm_rel);
+    if (layout_of(c).qkv_norm) table += fmt(buf, sizeof(buf), " lnkb_zero=%.1e", zero);
     MESSAGE(table);
     CHECK(loss_rel <= LOSS_BOUND);
     CHECK(dl.norm_rel <= norm_bound);
     CHECK(worst_norm <= norm_bound);
     CHECK(worst_max <= max_bound);
+    CHECK(zero <= max_bound);
 
     // the same backward pass again: the same bits
     gpt2_zero_grad(&g);
@@ -271,6 +300,7 @@ static void check_against_cpu(const Problem& p, double norm_bound, double max_bo
         double worst = 0;
         std::string worst_name = "-";
         for (const TensorInfo& t : g.tensors) {
+            if (zero_gradient(t.name)) continue;  // 0, held to it above
             Diff d = compare(grads.data() + t.offset, grads0.data() + t.offset, t.size);
             if (!(d.norm_rel <= worst)) worst = d.norm_rel, worst_name = t.name;
         }
@@ -320,18 +350,44 @@ TEST_CASE("siamese with both ablations: logits, loss and every gradient match th
                       SMALL_NORM_BOUND, SMALL_MAX_BOUND);
 }
 
+// The QKV-norm layouts (host/layouts.h; HybridNorm's attention: q, k, v LayerNorm-ed per head, train_gpt2.cu's
+// qkv_norm_* kernels): hybrid (residual attention, normed MLP), hybrid-star (a pre block 0, then hybrid's: every
+// change of kind once) and siamese-hybrid (siamese_c1 attention with its c1, siamese MLP), with head sizes 48 (two
+// channels a lane in the QKV norm's warps), 30 (not a multiple of the 16-byte packs: C = 90) and 16
+TEST_CASE("hybrid and hybrid-star: logits, loss and every gradient match the CPU reference") {
+    check_against_cpu(make_problem("hybrid", NORM_HYBRID, 0, 3, 96, 2, 32, 60, 2, 20), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND);
+    check_against_cpu(make_problem("hybrid-star", NORM_HYBRID_STAR, 0, 3, 90, 3, 32, 60, 2, 20), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND);
+}
+
+TEST_CASE("siamese-hybrid: logits, loss and every gradient match the CPU reference, with each ablation") {
+    check_against_cpu(make_problem("siamese-hybrid", NORM_SIAMESE_HYBRID, 0, 3, 64, 4, 32, 60, 3, 24),
+                      SMALL_NORM_BOUND, SMALL_MAX_BOUND);
+    check_against_cpu(make_problem("siamese-hybrid-no-depth-scale", NORM_SIAMESE_HYBRID, ABLATE_NO_DEPTH_SCALE, 2, 64,
+                                   4, 32, 60, 2, 24),
+                      SMALL_NORM_BOUND, SMALL_MAX_BOUND);
+    check_against_cpu(make_problem("siamese-hybrid-no-ln-in", NORM_SIAMESE_HYBRID, ABLATE_NO_LN_IN, 2, 64, 4, 32, 60,
+                                   2, 24),
+                      SMALL_NORM_BOUND, SMALL_MAX_BOUND);
+}
+
 // C > 2048: the row kernels' 16-channels-per-thread variants
-TEST_CASE("pre and siamese with C > 2048 match the CPU reference") {
+TEST_CASE("pre, siamese and siamese-hybrid with C > 2048 match the CPU reference") {
     check_against_cpu(make_problem("pre-wide", NORM_PRE, 0, 1, 2112, 2, 16, 60, 2, 8), SMALL_NORM_BOUND,
                       SMALL_MAX_BOUND);
     check_against_cpu(make_problem("siamese-wide", NORM_SIAMESE, 0, 1, 2112, 2, 16, 60, 2, 8), SMALL_NORM_BOUND,
                       SMALL_MAX_BOUND);
+    // siamese-hybrid's kernels in the same variants (16 heads of 132: the QKV norm takes heads up to 256)
+    check_against_cpu(make_problem("siamese-hybrid-wide", NORM_SIAMESE_HYBRID, 0, 1, 2112, 16, 16, 60, 2, 8),
+                      SMALL_NORM_BOUND, SMALL_MAX_BOUND);
 }
 
 // Ten AdamW steps of two micro-batches each (loss scaled by 1/2), with weight decay and global-norm clipping (the
 // clip is half the first gradient norm, so at least the first step clips), on CPU and GPU side by side.
 TEST_CASE("ten AdamW steps with accumulation and clipping give the CPU reference's losses") {
-    const int layouts[][2] = {{NORM_PRE, 0}, {NORM_POST, 0}, {NORM_SIAMESE, 0}, {NORM_SIAMESE, ABLATE_NO_LN_IN}};
+    const int layouts[][2] = {{NORM_PRE, 0},         {NORM_POST, 0},          {NORM_SIAMESE, 0},
+                              {NORM_SIAMESE, ABLATE_NO_LN_IN}, {NORM_HYBRID_STAR, 0}, {NORM_SIAMESE_HYBRID, 0}};
     for (const auto& layout : layouts) {
         Problem p = make_problem("steps", layout[0], layout[1], 2, 64, 4, 32, 60, 2, 16);
         Problem p2 = make_problem("steps", layout[0], layout[1], 2, 64, 4, 32, 60, 2, 16, 4242);  // 2nd micro-batch
@@ -452,6 +508,26 @@ TEST_CASE("flash attention: pre, post and siamese match the CPU reference and th
     check_attention_cases(ATTENTION_FLASH, "flash", 136, FLASH_BOUND);  // pre: head size 34
 }
 
+// The QKV-norm layouts under -r 1, which recomputes their normalized q, k, v (and, materialized and flash, the
+// permute) from the kept product and statistics as well as u and gelu(fch), and with flash attention, which reads
+// them as it reads the product (the bias already in): against the CPU and against -r 0 with the materialized
+// attention (the -r 1 and flash bounds); flash at T = 70, several tiles of queries and keys
+TEST_CASE("QKV-norm layouts with -r 1 and flash attention match the CPU reference and the default") {
+    Variant r1 = {1, ATTENTION_MATERIALIZED}, flash = {0, ATTENTION_FLASH}, flash_r1 = {1, ATTENTION_FLASH};
+    check_against_cpu(make_problem("hybrid-r1", NORM_HYBRID, 0, 2, 96, 2, 32, 60, 2, 20), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, r1, RECOMPUTE_BOUND);
+    check_against_cpu(make_problem("hybrid-star-r1", NORM_HYBRID_STAR, 0, 2, 90, 3, 32, 60, 2, 20), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, r1, RECOMPUTE_BOUND);
+    check_against_cpu(make_problem("siamese-hybrid-r1", NORM_SIAMESE_HYBRID, 0, 2, 64, 4, 32, 60, 3, 24),
+                      SMALL_NORM_BOUND, SMALL_MAX_BOUND, r1, RECOMPUTE_BOUND);
+    check_against_cpu(make_problem("hybrid-flash", NORM_HYBRID, 0, 2, 64, 2, 80, 60, 2, 70), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, flash, FLASH_BOUND);
+    check_against_cpu(make_problem("siamese-hybrid-flash-r1", NORM_SIAMESE_HYBRID, 0, 2, 96, 2, 40, 60, 2, 33),
+                      SMALL_NORM_BOUND, SMALL_MAX_BOUND, flash_r1, FLASH_BOUND);
+    check_against_cpu(make_problem("hybrid-star-flash-r1", NORM_HYBRID_STAR, 0, 2, 90, 3, 40, 60, 2, 33),
+                      SMALL_NORM_BOUND, SMALL_MAX_BOUND, flash_r1, FLASH_BOUND);
+}
+
 // Long rows: at T = 264 (33 packs of 8 bf16 keys, 66 of 4 floats) a lane of the softmax kernels walks several packs
 // and flash attention several tiles of 64, the last one partial; T = 300 is a multiple of neither 8 nor 4, so the
 // softmax goes key by key (the flash attention held against the CPU, the materialized against the flash). The other
@@ -547,10 +623,21 @@ TEST_CASE("tensor-core flash attention matches the portable kernels") {
 // the materialized attention stores the whole softmax in bf16: bf16 noise either way, so flash's bound (3e-2). The
 // bit-for-bit repeat of the backward pass holds only with cuDNN's deterministic backward algorithm, which
 // attention_cudnn.cpp asks for.
-TEST_CASE("cuDNN attention: pre, post and siamese match the CPU reference and the materialized attention") {
+TEST_CASE("cuDNN attention: pre, post, siamese, QKV-norm layouts match the CPU and the materialized attention") {
     check_attention_cases(ATTENTION_CUDNN, "cudnn", 128, FLASH_BOUND);
     check_against_cpu(make_problem("siamese-cudnn-t300", NORM_SIAMESE, 0, 1, 64, 2, 300, 60, 1, 300),
                       SMALL_NORM_BOUND, SMALL_MAX_BOUND, Variant{0, ATTENTION_CUDNN}, FLASH_BOUND);
+    // the QKV-norm layouts: cuDNN reads the normalized rows (its kept qkvr) as it reads the product's; under -r 1
+    // they are recomputed into the one layer's rows before its backward pass (head sizes 32 and 16)
+    Variant cudnn = {0, ATTENTION_CUDNN}, cudnn_r1 = {1, ATTENTION_CUDNN};
+    check_against_cpu(make_problem("hybrid-cudnn", NORM_HYBRID, 0, 2, 64, 2, 80, 60, 2, 70), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, cudnn, FLASH_BOUND);
+    check_against_cpu(make_problem("hybrid-star-cudnn-r1", NORM_HYBRID_STAR, 0, 2, 64, 4, 40, 60, 2, 33),
+                      SMALL_NORM_BOUND, SMALL_MAX_BOUND, cudnn_r1, FLASH_BOUND);
+    check_against_cpu(make_problem("siamese-hybrid-cudnn", NORM_SIAMESE_HYBRID, 0, 2, 64, 2, 80, 60, 2, 75),
+                      SMALL_NORM_BOUND, SMALL_MAX_BOUND, cudnn, FLASH_BOUND);
+    check_against_cpu(make_problem("siamese-hybrid-cudnn-r1", NORM_SIAMESE_HYBRID, 0, 2, 64, 4, 32, 60, 3, 24),
+                      SMALL_NORM_BOUND, SMALL_MAX_BOUND, cudnn_r1, FLASH_BOUND);
 
     // sampling's forward passes: one sequence at lengths 1, 2, 3 (a graph each), the logits against the CPU's
     Problem p = make_problem("pre-cudnn-sampling", NORM_PRE, 0, 2, 64, 2, 32, 60, 1, 8);

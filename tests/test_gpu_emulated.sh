@@ -6,19 +6,20 @@
 # sm_90's limits, then bf16's attention cases (every layout) under the limits of each other supported generation (sm_80,
 # sm_86, sm_89: where shared memory per block differs, and head size 128 must fall back to the portable kernels on
 # sm_86/89), two at a time, a core each; then what the emulated trainer (tests/train_gpt2cu_emu) says on a device
-# its build has no code for, where the activations do not fit and to a bad TRAIN_GPT2_EPILOGUES; and that it trains
-# on, saying so once per epilogue, where cuBLASLt's heuristic fails (EMU_LT_HEURISTIC), exactly as with the
-# epilogues switched off. The cases left out here (C > 2048, GPT-2 small's
+# its build has no code for, where the activations do not fit, to a bad TRAIN_GPT2_EPILOGUES and to a head size the
+# QKV norm does not take; that it trains on, saying so once per epilogue, where cuBLASLt's heuristic fails
+# (EMU_LT_HEURISTIC), exactly as with the epilogues switched off; and that in the QKV-norm layouts (hybrid,
+# hybrid-star, siamese-hybrid) it trains as ./reference_cpu does and writes checkpoints ./reference_cpu reads. The cases left out here (C > 2048, GPT-2 small's
 # shape) are in tools/emulate_gpu.sh. EMU_CASES overrides the list of the sm_90 runs (doctest's -tc filters,
 # comma-separated), EMU_DEVICE_CASES that of the others. Ends with "N passed, N failed": test cases and checks.
 set -u
 cd "$(dirname "$0")/.."
-CASES=${EMU_CASES:-"pre: *,post: *,mix: *,siamese: *,siamese --*,siamese with both*,ten AdamW*,-r 1: *,flash attention*,long rows*,C not a multiple*,tensor-core flash*,classifier*,cuBLASLt*"}
+CASES=${EMU_CASES:-"pre: *,post: *,mix: *,siamese: *,siamese --*,siamese with both*,hybrid and*,siamese-hybrid: *,ten AdamW*,-r 1: *,flash attention*,QKV-norm*,long rows*,C not a multiple*,tensor-core flash*,classifier*,cuBLASLt*"}
 DEVICE_CASES=${EMU_DEVICE_CASES:-"flash attention*,tensor-core flash*"}
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
-for bin in tests/test_gpu_emu tests/test_gpu_emu_bf16 tests/train_gpt2cu_emu; do
+for bin in tests/test_gpu_emu tests/test_gpu_emu_bf16 tests/train_gpt2cu_emu reference_cpu; do
     if [ ! -x "$bin" ]; then echo "$bin is not built (make $bin)"; echo "0 passed, 1 failed"; exit 1; fi
 done
 # name, device, program, cases
@@ -83,6 +84,8 @@ trainer_says "activations beyond the device's memory (sm_86 emulated: 48 GiB)" \
     EMU_DEVICE=sm_86 -- --max-seq-len 1024 -b 4096 -t 1024
 trainer_says "TRAIN_GPT2_EPILOGUES neither 0 nor 1" "TRAIN_GPT2_EPILOGUES must be 0 .* or 1 .*, got '2'" \
     TRAIN_GPT2_EPILOGUES=2 -- -b 2 -t 32
+trainer_says "a QKV-norm layout at head size 512" "the hybrid layout's QKV norm takes head sizes up to 256 .*, not 512" \
+    -- --norm hybrid --channels 1024 --layers 1 -b 1 -t 8
 
 # cuBLASLt without a usable algorithm (the emulated heuristic fails as a GPU's may, with a status other than "not
 # supported"): the trainer must not stop but take the plain products and the bias/GELU kernels, say so once per
@@ -118,5 +121,26 @@ lt_check "... within 3e-2 (bf16) of the run with the epilogues (main.log)" \
     python3 tools/compare_logs.py "$logs/lt_on/main.log" "$logs/lt_fault/main.log" 3e-2
 lt_check "the trainer's table says where the bias and GELU go" \
     bash -c "grep -q '| bias and GELU .*cuBLASLt epilogues' '$logs/lt_on.out' && grep -q '| bias and GELU .*separate kernels (TRAIN_GPT2_EPILOGUES=0)' '$logs/lt_off.out'"
+
+# The QKV-norm layouts end to end: the emulated trainer (bf16) and ./reference_cpu from the same flags write the same
+# main.log, each number within bf16's 3e-2 (tools/compare_logs.py), with -r 1 for the GPU; and ./reference_cpu reads
+# the checkpoint the GPU wrote: its validation loss of it (-x 0 ... -v: step 0) is the GPU's last, within 3e-2
+echo "=== the emulated trainer against ./reference_cpu, QKV-norm layouts"
+for layout in hybrid hybrid-star siamese-hybrid; do
+    F=(-i data/kjv/kjv_train.bin -j data/kjv/kjv_val.bin --norm $layout --layers 2 --channels 64 --heads 4 -b 2 -t 32
+       -x 3 -l 1e-3 -v 3 -m 2 -s 0)
+    ./reference_cpu "${F[@]}" -o "$logs/cpu_$layout" > "$logs/cpu_$layout.out" 2>&1
+    tests/train_gpt2cu_emu "${F[@]}" -r 1 -o "$logs/gpu_$layout" > "$logs/gpu_$layout.out" 2>&1
+    ckpt=$logs/gpu_$layout/model_00000003.bin
+    ./reference_cpu -e "$ckpt" -i data/kjv/kjv_train.bin -j data/kjv/kjv_val.bin -b 2 -t 32 -x 1 -v 1 -m 2 -s 0 \
+        -o "$logs/cpu_of_gpu_$layout" > "$logs/cpu_of_gpu_$layout.out" 2>&1
+    lt_check "$layout: the emulated trainer (bf16, -r 1) writes ./reference_cpu's main.log, within 3e-2" \
+        python3 tools/compare_logs.py "$logs/cpu_$layout/main.log" "$logs/gpu_$layout/main.log" 3e-2
+    gpu_val=$(grep -m 1 '^s:3 tel:' "$logs/gpu_$layout/main.log" | sed 's/.*tel://')
+    cpu_val=$(grep -m 1 '^s:0 tel:' "$logs/cpu_of_gpu_$layout/main.log" 2> /dev/null | sed 's/.*tel://')
+    lt_check "$layout: ./reference_cpu reads the GPU's checkpoint: validation loss ${cpu_val:-none} against ${gpu_val:-none}" \
+        python3 -c "import sys; a, b = map(float, sys.argv[1:]); sys.exit(not abs(a - b) <= 3e-2 * abs(b))" \
+        "${cpu_val:-nan}" "${gpu_val:-nan}"
+done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
