@@ -164,7 +164,7 @@ def main():
                 ax.axvline(rate, color=style.get("color", "k"), ls=":", alpha=0.5)
         ax.axhline(unigram, color="grey", lw=0.8, ls="--", label="unigram baseline")
         ax.set_xscale("log")
-        ax.set_xlabel("peak learning rate (each layout: its best, then rungs above; dotted: a seed diverged)")
+        ax.set_xlabel("peak learning rate: each layout's best, then the rungs above (dotted line: a seed diverged)", fontsize=8)
         ax.set_ylabel("final val loss (mean ± sd over seeds)")
         ax.set_title("%d layers, C=%d, %d steps, seeds %s" % (d.search_layers, d.channels, d.steps,
                                                              ",".join(map(str, d.seeds))))
