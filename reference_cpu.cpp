@@ -669,6 +669,15 @@ static FileSum gpt2_save_checkpoint(const GPT2* model, const char* path) {
 // passes go from dz to du (accumulated, +=) and the weight gradients. In the HybridNorm layouts (qkv_norm in their
 // row of host/layouts.h) the attention LayerNorms q, k and v of each head before it reads them (qkv_norm_forward).
 
+// block l's rows of the QKV-norm's gains and shifts (q, k, v; hs channels each), of the parameters or of their
+// gradients
+typedef struct { real* w[3]; real* b[3]; } QKVNormRows;
+static QKVNormRows qkv_norm_rows(const ParameterTensors& t, int l, int hs) {
+    QKVNormRows r;
+    for (int j = 0; j < 3; j++) r.w[j] = t.lnqkvw[j] + (size_t)l * hs, r.b[j] = t.lnqkvb[j] + (size_t)l * hs;
+    return r;
+}
+
 static void attention_block_forward(GPT2* m, int l, const real* u, real* z) {
     const GPT2Config& c = m->config;
     int B = m->B, T = m->T, C = c.channels, NH = c.num_heads, N = B * T, hs = C / NH;
@@ -683,10 +692,9 @@ static void attention_block_forward(GPT2* m, int l, const real* u, real* z) {
     } else {  // QKV-norm: q, k, v = LN_q, LN_k, LN_v (per head) of u W_qkv + b
         real* qkvr = a->qkvr + (size_t)l * N * 3 * C;
         size_t stats = (size_t)l * N * 3 * NH;
-        const real* w[3] = {p->lnqkvw[0] + (size_t)l * hs, p->lnqkvw[1] + (size_t)l * hs, p->lnqkvw[2] + (size_t)l * hs};
-        const real* b[3] = {p->lnqkvb[0] + (size_t)l * hs, p->lnqkvb[1] + (size_t)l * hs, p->lnqkvb[2] + (size_t)l * hs};
+        QKVNormRows n = qkv_norm_rows(*p, l, hs);
         matmul_forward(qkvr, u, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + (size_t)l * 3 * C, N, C, 3 * C);
-        qkv_norm_forward(qkv, a->qkvn_mean + stats, a->qkvn_rstd + stats, qkvr, w, b, N, C, NH);
+        qkv_norm_forward(qkv, a->qkvn_mean + stats, a->qkvn_rstd + stats, qkvr, n.w, n.b, N, C, NH);
     }
     attention_forward(atty, preatt, att, qkv, B, T, C, NH);
     matmul_forward(z, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, N, C, C);
@@ -705,10 +713,8 @@ static void attention_block_backward(GPT2* m, int l, const real* u, real* du, co
     real* dqkv = d->qkv + qkv_off;  // the gradient of u W_qkv + b
     if (layout_of(c).qkv_norm) {    // through the QKV-norm: d(u W_qkv + b) = LN_q', LN_k', LN_v' of dq, dk, dv
         size_t stats = (size_t)l * N * 3 * NH;
-        const real* w[3] = {p->lnqkvw[0] + (size_t)l * hs, p->lnqkvw[1] + (size_t)l * hs, p->lnqkvw[2] + (size_t)l * hs};
-        real* dw[3] = {g->lnqkvw[0] + (size_t)l * hs, g->lnqkvw[1] + (size_t)l * hs, g->lnqkvw[2] + (size_t)l * hs};
-        real* db[3] = {g->lnqkvb[0] + (size_t)l * hs, g->lnqkvb[1] + (size_t)l * hs, g->lnqkvb[2] + (size_t)l * hs};
-        qkv_norm_backward(d->qkvr + qkv_off, dw, db, d->qkv + qkv_off, a->qkvr + qkv_off, w, a->qkvn_mean + stats,
+        QKVNormRows n = qkv_norm_rows(*p, l, hs), dn = qkv_norm_rows(*g, l, hs);
+        qkv_norm_backward(d->qkvr + qkv_off, dn.w, dn.b, d->qkv + qkv_off, a->qkvr + qkv_off, n.w, a->qkvn_mean + stats,
                           a->qkvn_rstd + stats, N, C, NH);
         dqkv = d->qkvr + qkv_off;
     }
