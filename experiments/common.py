@@ -96,6 +96,8 @@ VARIANTS = {
     "siamese-hybrid": ["--norm", "siamese-hybrid"],
     "siamese-hybrid-no-depth-scale": ["--norm", "siamese-hybrid", "--no-depth-scale"],
     "siamese-hybrid-no-ln-in": ["--norm", "siamese-hybrid", "--no-ln-in"],
+    "pre-qkvnorm": ["--norm", "pre-qkvnorm"],
+    "peri": ["--norm", "peri"],
 }
 STYLE = {
     "pre": dict(color="tab:blue", ls="-"),
@@ -108,6 +110,8 @@ STYLE = {
     "siamese-hybrid": dict(color="tab:cyan", ls="-"),
     "siamese-hybrid-no-depth-scale": dict(color="tab:pink", ls="--"),
     "siamese-hybrid-no-ln-in": dict(color="tab:gray", ls=":"),
+    "pre-qkvnorm": dict(color="tab:blue", ls="--"),  # Pre-Norm's color: Pre-Norm with the QKV norm
+    "peri": dict(color="black", ls="-."),
 }
 
 
