@@ -42,6 +42,7 @@ about() {
         emulator)     echo "the CUDA emulator catches each planted bug class|15|0" ;;
         gpu_emulated) echo "the CUDA code's small cases and the trainer's errors on the emulator|75|0" ;;
         torch)        echo "the PyTorch twin: logits, loss, every gradient, one AdamW step|30|0" ;;
+        twin)         echo "the PyTorch twin trains alone, as the C++ trainer does (docs/train_model.py)|15|0" ;;
         streams)      echo "tools/streams.py on toy models|20|0" ;;
         exercises)    echo "the course's graders fail stubs and planted mistakes, pass the reference|25|50" ;;
         commands)     echo "every command the scripts call is installed by .ci/deps or essential|5|0" ;;
@@ -87,13 +88,15 @@ run_suite() {
     "$@" > "$log" 2>&1
     local rc=$? p=0 f=0 s=0 line
     stop_heartbeat
-    line=$(grep -E '^\[doctest\] test cases:' "$log" | tail -n 1)
+    # the suite's own summary is its end: doctest's among its last three lines (test cases, assertions, status), the
+    # plain one the last line (not a line of a program it ran, with the suite ending before its own)
+    line=$(grep -v '^[[:space:]]*$' "$log" | tail -n 3 | grep -E '^\[doctest\] test cases:' | tail -n 1)
     if [ -n "$line" ]; then
         p=$(sed -E 's/.*\| *([0-9]+) passed.*/\1/' <<< "$line")
         f=$(sed -E 's/.*\| *([0-9]+) failed.*/\1/' <<< "$line")
         s=$(sed -E 's/.*\| *([0-9]+) skipped.*/\1/' <<< "$line")
     else
-        line=$(grep -E '^[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$' "$log" | tail -n 1)
+        line=$(grep -v '^[[:space:]]*$' "$log" | tail -n 1 | grep -E '^[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$')
         if [ -n "$line" ]; then
             p=$(sed -E 's/^([0-9]+) passed.*/\1/' <<< "$line")
             f=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<< "$line")
@@ -161,8 +164,8 @@ wait_cuda_build() {  # [first]; the build's end is a line of its own (a failure 
     fi
 }
 
-if [ -n "$ONLY" ]; then  # named only: ONLY=selftest
-    run_suite selftest bash -c 'for i in 1 2 3; do echo "ok - case $i"; sleep 1; done; echo "3 passed, 0 failed"'
+if [ -n "$ONLY" ]; then  # named only: ONLY=selftest (SELFTEST_SCRIPT replaces its script, for a test)
+    run_suite selftest bash -c "${SELFTEST_SCRIPT:-for i in 1 2 3; do echo \"ok - case \$i\"; sleep 1; done; echo \"3 passed, 0 failed\"}"
 fi
 run_suite gradients     ./tests/test_gradients
 start_cuda_build

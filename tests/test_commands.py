@@ -871,6 +871,13 @@ def progress(check):
                                     for l in lines) and
           any(re.match(r"selftest +\.\.\. still running, \d+s: \d cases done of about 3$", l) for l in lines) and
           lines[-1:] == ["3 passed, 0 failed"], r.stdout[-600:] + r.stderr[-300:])
+    # a suite whose log holds a summary line of a program it ran, and then ends (exit status 0) before its own: that
+    # line is not its summary (run_all.sh took the last such line anywhere in the log)
+    r = subprocess.run(["bash", os.path.join(ROOT, "tests", "run_all.sh")], capture_output=True, text=True,
+                       env=dict(os.environ, ONLY="selftest",
+                                SELFTEST_SCRIPT='echo "5 passed, 0 failed"; echo "and then it stopped"'))
+    check("run_all.sh: a summary line that is not the suite's last line is not its summary (a failure)",
+          r.returncode == 1 and r.stdout.splitlines()[-1:] == ["0 passed, 1 failed"], r.stdout[-400:])
     with open(os.path.join(ROOT, "tests", "run_all.sh")) as f:
         text = f.read()
     suites = set(re.findall(r"run_suite (\w+) ", text))
