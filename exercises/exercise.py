@@ -47,7 +47,7 @@ EXERCISES = {
 //
 // Check it: make exercise N=1    the stub again: make exercise-reset N=1    the reference's: make exercise-solution N=1
 """),
-    2: ("2_siamese_boundary_forward.cpp", ["siamese_boundary_forward"], """\
+    2: ("2_siamese_sublayer_forward.cpp", ["siamese_sublayer_forward"], """\
 // Exercise 2: SiameseNorm's sub-layer boundary, forward. The lesson and the hints: docs/exercises.md, exercise 2.
 //
 // Sub-layer F (the attention or the MLP) of block l, c_l = sqrt(2(l+1)):
@@ -58,7 +58,7 @@ EXERCISES = {
 //
 // Check it: make exercise N=2    the stub again: make exercise-reset N=2    the reference's: make exercise-solution N=2
 """),
-    3: ("3_siamese_boundary_backward.cpp", ["siamese_boundary_backward"], """\
+    3: ("3_siamese_sublayer_backward.cpp", ["siamese_sublayer_backward"], """\
 // Exercise 3: SiameseNorm's sub-layer boundary, backward. The lesson and the hints: docs/exercises.md, exercise 3.
 //
 // The forward (exercise 2), c_l = sqrt(2(l+1)):
@@ -81,7 +81,7 @@ EXERCISES = {
 //
 // Check it: make exercise N=4    the stub again: make exercise-reset N=4    the reference's: make exercise-solution N=4
 """),
-    5: ("5_post_boundary.cpp", ["post_boundary_forward", "post_boundary_backward"], """\
+    5: ("5_post_sublayer.cpp", ["post_sublayer_forward", "post_sublayer_backward"], """\
 // Exercise 5: Post-Norm's sub-layer boundary from the same pieces, forward and backward. The lesson and the hints:
 // docs/exercises.md, exercise 5.
 //

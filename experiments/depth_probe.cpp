@@ -52,9 +52,9 @@ static double forward_skipping(GPT2* m, const int* inputs, const int* targets, i
             if (two_streams) memcpy(t.y_out, t.y, NC * sizeof(real));
             continue;
         }
-        boundary_of(c, s).forward(t);
+        run_sublayer(t, FORWARD);
     }
-    head_of(c).forward(head_tensors(m));
+    run_head(head_tensors(m), FORWARD);
     softmax_forward(a->probs, a->logits, N, c.vocab_size, c.padded_vocab_size);
     crossentropy_forward(a->losses, a->probs, targets, N, c.padded_vocab_size);
     double sum = 0;

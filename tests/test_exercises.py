@@ -119,8 +119,8 @@ def command_line(tmp):
     one_error_line("a folder, not a file", tool("check", "2", tmp, env=env), "not a regular file")
     bad = os.path.join(tmp, "bad.cpp")
     with open(bad, "w") as f:
-        f.write("static void post_boundary_forward(const SubLayer& t) { this is not C++ }\n"
-                "static void post_boundary_backward(const SubLayer& t) {}\n")
+        f.write("static void post_sublayer_forward(const SubLayer& t) { this is not C++ }\n"
+                "static void post_sublayer_backward(const SubLayer& t) {}\n")
     rc, out, err = tool("check", "5", bad, env=env)
     one_error_line("a file that does not compile", (rc, out, err), "does not compile")
     case("... and the compiler's message names the student's file", "bad.cpp:1:" in out, out[-600:])
