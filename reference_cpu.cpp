@@ -37,8 +37,8 @@ How to read it (the functions in this order; C++ wants them defined bottom-up, s
      HybridNorm layouts (qkv_norm_forward: q, k and v LayerNorm-ed over each head's channels, before the attention).
   4. gpt2_backward: the same path in reverse; each _backward stands beside its _forward.
   5. The operations, llm.c's pairs: encoder, layernorm, matmul (matmul_forward_naive is the math; matmul_forward
-     the same product in register tiles), attention (and the QKV-norm), gelu, residual (and gain_residual, c1's),
-     softmax and cross-entropy.
+     the same product in register tiles), attention (and the QKV-norm), gelu, add (a + scale b: the residual adds
+     and the sums; gain_add, c1's), softmax and cross-entropy.
   6. gpt2_update: AdamW.
 A first reading may skip the tiled matrix products (matmul_forward, gemm_acc), the section "where the named tensors
 live" (the activation buffer that SubLayer and Head point into), and the trainer's hooks at the end (micro-batches,
@@ -504,15 +504,16 @@ static void gelu_backward(real* dinp, const real* inp, const real* dout, size_t 
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// residual: out = a + scale * b. Pre-Norm's and the Y stream's identity adds use scale 1; SiameseNorm's X stream
-// uses scale 1/c_l.
+// add: out = a + scale * b, element by element, and its backward. The residual adds (Pre-Norm's x' = x + z, the Y
+// stream's y' = y + z) use scale 1, SiameseNorm's X stream x' = xh + z / c_l scale 1/c_l, DeepNorm's alpha x + z
+// scale alpha; and the plain sums a LayerNorm reads (SiameseNorm's h = xh + yh, Post-Norm's h = x + z) are adds too.
 
-static void residual_forward(real* out, const real* a, const real* b, real scale, size_t N) {
+static void add_forward(real* out, const real* a, const real* b, real scale, size_t N) {
 #pragma omp parallel for
     for (size_t i = 0; i < N; i++) out[i] = a[i] + scale * b[i];
 }
 
-static void residual_backward(real* da, real* db, const real* dout, real scale, size_t N) {
+static void add_backward(real* da, real* db, const real* dout, real scale, size_t N) {
 #pragma omp parallel for
     for (size_t i = 0; i < N; i++) {
         da[i] += dout[i];
@@ -521,15 +522,15 @@ static void residual_backward(real* da, real* db, const real* dout, real scale, 
 }
 
 // out = g * a + b over rows of C channels, g a gain of C channels (siamese_c1's h = c1 x + LN_y(y)); n elements
-static void gain_residual_forward(real* out, const real* g, const real* a, const real* b, size_t n, int C) {
+static void gain_add_forward(real* out, const real* g, const real* a, const real* b, size_t n, int C) {
 #pragma omp parallel for
     for (size_t i = 0; i < n; i++) out[i] = g[i % C] * a[i] + b[i];
 }
 
 // dg += the sum over rows of dout * a;  da += g * dout;  db += dout. Parallel over the channels: each channel's dg
 // is summed over the rows in order by one thread, so the result does not depend on the number of threads.
-static void gain_residual_backward(real* dg, real* da, real* db, const real* dout, const real* g, const real* a,
-                                   size_t n, int C) {
+static void gain_add_backward(real* dg, real* da, real* db, const real* dout, const real* g, const real* a,
+                              size_t n, int C) {
     size_t rows = n / C;
 #pragma omp parallel for
     for (int i = 0; i < C; i++) {
@@ -794,12 +795,12 @@ static void F_backward(const SubLayer& t, const real* u, real* du) {
 static void pre_sublayer_forward(const SubLayer& t) {
     layernorm_forward(t.LN, t.u, t.x);              // u = LN(x)
     F_forward(t, t.u);                              // z = F(u)
-    residual_forward(t.x_out, t.x, t.z, 1, t.n);    // x' = x + z
+    add_forward(t.x_out, t.x, t.z, 1, t.n);         // x' = x + z
 }
 
 // dx += dx';  dz += dx';  du = F'(dz);  dx += LN'(du)
 static void pre_sublayer_backward(const SubLayer& t) {
-    residual_backward(t.dx, t.dz, t.dx_out, 1, t.n);
+    add_backward(t.dx, t.dz, t.dx_out, 1, t.n);
     F_backward(t, t.u, t.du);
     layernorm_backward(t.LN, t.dx, t.du, t.x);
 }
@@ -808,14 +809,14 @@ static void pre_sublayer_backward(const SubLayer& t) {
 // EXERCISE 5 BEGIN: docs/exercises.md
 static void post_sublayer_forward(const SubLayer& t) {
     F_forward(t, t.x);                              // z = F(x): F reads the stream itself
-    residual_forward(t.h, t.x, t.z, 1, t.n);        // h = x + z
+    add_forward(t.h, t.x, t.z, 1, t.n);             // h = x + z
     layernorm_forward(t.LN, t.x_out, t.h);          // x' = LN(h)
 }
 
 // dh = LN'(dx');  dx += dh;  dz += dh;  dx += F'(dz)  (F's input is x)
 static void post_sublayer_backward(const SubLayer& t) {
     layernorm_backward(t.LN, t.dh, t.dx_out, t.h);
-    residual_backward(t.dx, t.dz, t.dh, 1, t.n);
+    add_backward(t.dx, t.dz, t.dh, 1, t.n);
     F_backward(t, t.x, t.dx);
 }
 // EXERCISE 5 END
@@ -823,14 +824,14 @@ static void post_sublayer_backward(const SubLayer& t) {
 // DeepNorm (DeepNet):  z = F(x);  h = alpha x + z;  x' = LN(h)
 static void deepnorm_sublayer_forward(const SubLayer& t) {
     F_forward(t, t.x);                              // z = F(x)
-    residual_forward(t.h, t.z, t.x, t.alpha, t.n);  // h = z + alpha x
+    add_forward(t.h, t.z, t.x, t.alpha, t.n);       // h = z + alpha x
     layernorm_forward(t.LN, t.x_out, t.h);          // x' = LN(h)
 }
 
 // dh = LN'(dx');  dz += dh;  dx += alpha dh;  dx += F'(dz)
 static void deepnorm_sublayer_backward(const SubLayer& t) {
     layernorm_backward(t.LN, t.dh, t.dx_out, t.h);
-    residual_backward(t.dz, t.dx, t.dh, t.alpha, t.n);
+    add_backward(t.dz, t.dx, t.dh, t.alpha, t.n);
     F_backward(t, t.x, t.dx);
 }
 
@@ -838,12 +839,12 @@ static void deepnorm_sublayer_backward(const SubLayer& t) {
 //     z = F(x);  x' = x + z
 static void residual_sublayer_forward(const SubLayer& t) {
     F_forward(t, t.x);                              // z = F(x): F reads the stream itself
-    residual_forward(t.x_out, t.x, t.z, 1, t.n);    // x' = x + z
+    add_forward(t.x_out, t.x, t.z, 1, t.n);         // x' = x + z
 }
 
 // dx += dx';  dz += dx';  dx += F'(dz)
 static void residual_sublayer_backward(const SubLayer& t) {
-    residual_backward(t.dx, t.dz, t.dx_out, 1, t.n);
+    add_backward(t.dx, t.dz, t.dx_out, 1, t.n);
     F_backward(t, t.x, t.dx);
 }
 
@@ -852,12 +853,12 @@ static void residual_sublayer_backward(const SubLayer& t) {
 static void normed_sublayer_forward(const SubLayer& t) {
     layernorm_forward(t.LN, t.u, t.x);              // u = LN(x)
     F_forward(t, t.u);                              // z = F(u)
-    residual_forward(t.x_out, t.u, t.z, 1, t.n);    // x' = u + z
+    add_forward(t.x_out, t.u, t.z, 1, t.n);         // x' = u + z
 }
 
 // du += dx';  dz += dx';  du += F'(dz);  dx += LN'(du)
 static void normed_sublayer_backward(const SubLayer& t) {
-    residual_backward(t.du, t.dz, t.dx_out, 1, t.n);
+    add_backward(t.du, t.dz, t.dx_out, 1, t.n);
     F_backward(t, t.u, t.du);
     layernorm_backward(t.LN, t.dx, t.du, t.x);
 }
@@ -866,14 +867,14 @@ static void normed_sublayer_backward(const SubLayer& t) {
 //     xh = LN_x(x);  yh = LN_y(y);  h = xh + yh;  u = LN_in(h);  z = F(u);  x' = xh + z / c_l;  y' = y + z
 // EXERCISE 2 BEGIN: docs/exercises.md
 static void siamese_sublayer_forward(const SubLayer& t) {
-    layernorm_forward(t.LN_x, t.xh, t.x);               // xh = LN_x(x)
-    layernorm_forward(t.LN_y, t.yh, t.y);               // yh = LN_y(y)
-    residual_forward(t.h, t.xh, t.yh, 1, t.n);          // h = xh + yh
+    layernorm_forward(t.LN_x, t.xh, t.x);           // xh = LN_x(x)
+    layernorm_forward(t.LN_y, t.yh, t.y);           // yh = LN_y(y)
+    add_forward(t.h, t.xh, t.yh, 1, t.n);           // h = xh + yh
     if (t.has_ln_in) layernorm_forward(t.LN_in, t.u, t.h);  // u = LN_in(h)
-    const real* u = t.has_ln_in ? t.u : t.h;            //   (--no-ln-in: u = h)
-    F_forward(t, u);                                    // z = F(u)
-    residual_forward(t.x_out, t.xh, t.z, t.inv_c, t.n); // x' = xh + z / c_l
-    residual_forward(t.y_out, t.y, t.z, 1, t.n);        // y' = y + z
+    const real* u = t.has_ln_in ? t.u : t.h;        //   (--no-ln-in: u = h)
+    F_forward(t, u);                                // z = F(u)
+    add_forward(t.x_out, t.xh, t.z, t.inv_c, t.n);  // x' = xh + z / c_l
+    add_forward(t.y_out, t.y, t.z, 1, t.n);         // y' = y + z
 }
 // EXERCISE 2 END
 
@@ -881,11 +882,11 @@ static void siamese_sublayer_forward(const SubLayer& t) {
 // dh = LN_in'(du);  dxh += dh;  dyh += dh;  dy += LN_y'(dyh);  dx += LN_x'(dxh)
 // EXERCISE 3 BEGIN: docs/exercises.md
 static void siamese_sublayer_backward(const SubLayer& t) {
-    residual_backward(t.dxh, t.dz, t.dx_out, t.inv_c, t.n);
-    residual_backward(t.dy, t.dz, t.dy_out, 1, t.n);
+    add_backward(t.dxh, t.dz, t.dx_out, t.inv_c, t.n);
+    add_backward(t.dy, t.dz, t.dy_out, 1, t.n);
     F_backward(t, t.has_ln_in ? t.u : t.h, t.has_ln_in ? t.du : t.dh);
     if (t.has_ln_in) layernorm_backward(t.LN_in, t.dh, t.du, t.h);
-    residual_backward(t.dxh, t.dyh, t.dh, 1, t.n);
+    add_backward(t.dxh, t.dyh, t.dh, 1, t.n);
     layernorm_backward(t.LN_y, t.dy, t.dyh, t.y);
     layernorm_backward(t.LN_x, t.dx, t.dxh, t.x);
 }
@@ -897,20 +898,20 @@ static void siamese_sublayer_backward(const SubLayer& t) {
 static void siamese_c1_sublayer_forward(const SubLayer& t) {
     int C = t.m->config.channels;
     layernorm_forward(t.LN_y, t.yh, t.y);               // yh = LN_y(y)
-    gain_residual_forward(t.h, t.c1, t.x, t.yh, t.n, C); // h = c1 x + yh
+    gain_add_forward(t.h, t.c1, t.x, t.yh, t.n, C);     // h = c1 x + yh
     F_forward(t, t.h);                                  // z = F(h)
-    residual_forward(t.x_out, t.x, t.z, t.inv_c, t.n);  // x' = x + z / c_l
-    residual_forward(t.y_out, t.y, t.z, 1, t.n);        // y' = y + z
+    add_forward(t.x_out, t.x, t.z, t.inv_c, t.n);       // x' = x + z / c_l
+    add_forward(t.y_out, t.y, t.z, 1, t.n);             // y' = y + z
 }
 
 // dx += dx';  dz += dx' / c_l;  dy += dy';  dz += dy';  dh = F'(dz);
 // dc1 += the sum over tokens of dh x;  dx += c1 dh;  dyh += dh;  dy += LN_y'(dyh)
 static void siamese_c1_sublayer_backward(const SubLayer& t) {
     int C = t.m->config.channels;
-    residual_backward(t.dx, t.dz, t.dx_out, t.inv_c, t.n);
-    residual_backward(t.dy, t.dz, t.dy_out, 1, t.n);
+    add_backward(t.dx, t.dz, t.dx_out, t.inv_c, t.n);
+    add_backward(t.dy, t.dz, t.dy_out, 1, t.n);
     F_backward(t, t.h, t.dh);
-    gain_residual_backward(t.dc1, t.dx, t.dyh, t.dh, t.c1, t.x, t.n, C);
+    gain_add_backward(t.dc1, t.dx, t.dyh, t.dh, t.c1, t.x, t.n, C);
     layernorm_backward(t.LN_y, t.dy, t.dyh, t.y);
 }
 
@@ -921,12 +922,12 @@ static void peri_sublayer_forward(const SubLayer& t) {
     layernorm_forward(t.LN, t.u, t.x);              // u = LN(x)
     F_forward(t, t.u);                              // z = F(u)
     layernorm_forward(t.LN_out, t.zn, t.z);         // zn = LN_out(z)
-    residual_forward(t.x_out, t.x, t.zn, 1, t.n);   // x' = x + zn
+    add_forward(t.x_out, t.x, t.zn, 1, t.n);        // x' = x + zn
 }
 
 // dx += dx';  dzn += dx';  dz += LN_out'(dzn);  du = F'(dz);  dx += LN'(du)
 static void peri_sublayer_backward(const SubLayer& t) {
-    residual_backward(t.dx, t.dzn, t.dx_out, 1, t.n);
+    add_backward(t.dx, t.dzn, t.dx_out, 1, t.n);
     layernorm_backward(t.LN_out, t.dz, t.dzn, t.z);
     F_backward(t, t.u, t.du);
     layernorm_backward(t.LN, t.dx, t.du, t.x);
@@ -978,7 +979,7 @@ static void identity_head_backward(const Head& t) { classifier_backward(t, t.x, 
 static void siamese_head_forward(const Head& t) {
     layernorm_forward(t.LN_xf, t.xf, t.x);
     layernorm_forward(t.LN_yf, t.yf, t.y);
-    residual_forward(t.h, t.xf, t.yf, 1, t.n);
+    add_forward(t.h, t.xf, t.yf, 1, t.n);
     layernorm_forward(t.LN_f, t.hf, t.h);
     classifier_forward(t, t.hf);
 }
@@ -987,7 +988,7 @@ static void siamese_head_forward(const Head& t) {
 static void siamese_head_backward(const Head& t) {
     classifier_backward(t, t.hf, t.dhf);
     layernorm_backward(t.LN_f, t.dh, t.dhf, t.h);
-    residual_backward(t.dxf, t.dyf, t.dh, 1, t.n);
+    add_backward(t.dxf, t.dyf, t.dh, 1, t.n);
     layernorm_backward(t.LN_xf, t.dx, t.dxf, t.x);
     layernorm_backward(t.LN_yf, t.dy, t.dyf, t.y);
 }

@@ -53,7 +53,7 @@ EXERCISES = {
 // Sub-layer F (the attention or the MLP) of block l, c_l = sqrt(2(l+1)):
 //     xh = LN_x(x);  yh = LN_y(y);  h = xh + yh;  u = LN_in(h);  z = F(u);  x' = xh + z / c_l;  y' = y + z
 // Write each into its tensor of t: t.xh, t.yh, t.h, t.u, t.z, t.x_out (x'), t.y_out (y'); the backward reads them.
-// The pieces: layernorm_forward(t.LN_x, out, inp), residual_forward(out, a, b, scale, t.n) (out = a + scale b, t.n
+// The pieces: layernorm_forward(t.LN_x, out, inp), add_forward(out, a, b, scale, t.n) (out = a + scale b, t.n
 // elements), F_forward(t, u) (z = F(u) into t.z). t.inv_c is 1/c_l. Under --no-ln-in t.has_ln_in is 0: then u = h.
 //
 // Check it: make exercise N=2    the stub again: make exercise-reset N=2    the reference's: make exercise-solution N=2
@@ -65,7 +65,7 @@ EXERCISES = {
 //     xh = LN_x(x);  yh = LN_y(y);  h = xh + yh;  u = LN_in(h);  z = F(u);  x' = xh + z / c_l;  y' = y + z
 // From t.dx_out = dL/dx' and t.dy_out = dL/dy', ADD (+=) dL/dx into t.dx and dL/dy into t.dy, by way of t.dxh,
 // t.dyh, t.dh, t.du, t.dz (all start at 0), and the LayerNorms' and F's parameter gradients. The pieces:
-// residual_backward(da, db, dout, scale, t.n) (the backward of out = a + scale b: da += dout, db += scale dout),
+// add_backward(da, db, dout, scale, t.n) (the backward of out = a + scale b: da += dout, db += scale dout),
 // F_backward(t, u, du) (du += F'(dz) from t.dz, and F's weights), layernorm_backward(t.LN_x, dinp, dout, inp).
 // Under --no-ln-in t.has_ln_in is 0: then u = h, so F's input is t.h and its gradient goes to t.dh.
 //

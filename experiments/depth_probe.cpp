@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
                     share_sum[s] += std::sqrt(nx) / (std::sqrt(nx) + std::sqrt(ny)) / N;
                 }
             }
-            residual_forward(scratch.data(), h.data(), h2.data(), 1, NC);
+            add_forward(scratch.data(), h.data(), h2.data(), 1, NC);
             const real* srcs[3] = {h.data(), h2.data(), scratch.data()};
             for (int j = 0; j < 3; j++) {
                 layernorm_forward(out.data(), mean.data(), rstd.data(), srcs[j], p->lnfw[LN_IN], p->lnfb[LN_IN], N, C);
