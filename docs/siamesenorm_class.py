@@ -80,6 +80,18 @@ def show(fig, name):
     plt.close(fig)
 
 
+def report(*words):
+    """print, and into SIAMESE_CLASS_FIGURES/class_run.txt when that is set (the numbers beside the figures)"""
+    print(*words)
+    if FIGURES:
+        with open(os.path.join(FIGURES, "class_run.txt"), "a") as f:
+            print(*words, file=f)
+
+
+if FIGURES:  # a fresh file for this run's numbers
+    open(os.path.join(FIGURES, "class_run.txt"), "w").close()
+
+
 def source(function):
     """a function's text, for the equations beside the code"""
     print(inspect.getsource(function).rstrip())
@@ -174,6 +186,46 @@ cpp("siamese_boundary_forward")
 # random gains and shifts (not GPT-2's 1 and 0, so that nothing holds by accident), one stream covered, against
 # the Post-Norm (Pre-Norm) model made from the same weights, once with the named differences put in and once
 # without. docs/siamesenorm.md derives the same, and the C++ tests hold it there.
+
+# %%
+def draw_sublayer(ax, cover=None, title=""):
+    """one SiameseNorm sub-layer as a diagram, X on the left, Y on the right; cover "x" or "y" greys that half"""
+    boxes = {"x": (2, 0.6, "x"), "y": (8, 0.6, "y"), "LN_x": (2, 2.4, "LN_x"), "LN_y": (8, 2.4, "LN_y"),
+             "h": (5, 4.0, "+"), "LN_in": (5, 5.4, "LN_in"), "F": (5, 6.9, "F (shared)"),
+             "x'": (2, 8.5, "+"), "y'": (8, 8.5, "+"), "xo": (2, 9.8, "x'"), "yo": (8, 9.8, "y'")}
+    half = {"x": ("x", "LN_x", "x'", "xo"), "y": ("y", "LN_y", "y'", "yo")}
+    grey = set(half[cover]) if cover else set()
+    arrows = [("x", "LN_x", ""), ("LN_x", "x'", "xh"), ("LN_x", "h", ""), ("y", "LN_y", ""), ("LN_y", "h", ""),
+              ("y", "y'", "identity"), ("h", "LN_in", ""), ("LN_in", "F", "u"), ("F", "x'", "z / c_l"),
+              ("F", "y'", "z"), ("x'", "xo", ""), ("y'", "yo", "")]
+    for a, b, label in arrows:
+        (xa, ya, _), (xb, yb, _) = boxes[a], boxes[b]
+        faded = a in grey or b in grey
+        bend = 0.45 if (a, b) == ("y", "y'") else 0
+        ax.annotate("", (xb, yb - 0.35 if yb > ya else yb), (xa, ya + 0.35),
+                    arrowprops=dict(arrowstyle="->", color="0.8" if faded else "0.2",
+                                    connectionstyle=f"arc3,rad={bend}"))
+        if label:
+            ax.text((xa + xb) / 2 + (0.9 if bend else 0.15), (ya + yb) / 2, label, fontsize=8,
+                    color="0.75" if faded else "0.1")
+    for name, (x_, y_, text) in boxes.items():
+        style = "circle" if text == "+" else "round"
+        ax.text(x_, y_, text, ha="center", va="center", fontsize=10, color="0.75" if name in grey else "black",
+                bbox=dict(boxstyle=style, fc="white", ec="0.8" if name in grey else "0.3"))
+    if cover:
+        ax.axvspan(5.9 if cover == "y" else 0, 10 if cover == "y" else 4.1, color="0.5", alpha=0.12)
+    ax.set_xlim(0, 10)
+    ax.set_ylim(0, 10.5)
+    ax.set_title(title, fontsize=10)
+    ax.axis("off")
+
+
+fig, axes = plt.subplots(1, 3, figsize=(13, 5))
+draw_sublayer(axes[0], None, "SiameseNorm: x' = LN_x(x) + z / c_l,  y' = y + z")
+draw_sublayer(axes[1], "y", "Y covered (LN_y, LN_yf at 0): Post-Norm\nx' = LN_x(x) + F(LN_in(LN_x(x))) / c_l")
+draw_sublayer(axes[2], "x", "X covered (LN_x, LN_xf at 0): Pre-Norm\ny' = y + F(LN_in(LN_y(y)))")
+fig.tight_layout()
+show(fig, "class_cover.png")
 
 # %%
 def random_siamese(ablations, seed=0, L=4, C=32, NH=4):
@@ -272,10 +324,10 @@ for ablations, label in ((model.NO_LN_IN, "--no-ln-in"), (0, "the full method"))
         rows.append((label, stream, target, named, plain))
         assert named < 1e-12, f"{label}, {stream} covered: SiameseNorm is not {target} up to the named differences"
         assert plain > 1e-3, f"{label}, {stream} covered: the named differences make no difference"
-print("float64; relative difference of the logits, ||siamese - target|| / ||siamese||")
-print(f"{'ablation':18s} {'covered':8s} {'target':7s} {'with the named differences':>27s} {'without them':>14s}")
+report("float64; relative difference of the logits, ||siamese - target|| / ||siamese||")
+report(f"{'ablation':18s} {'covered':8s} {'target':7s} {'with the named differences':>27s} {'without them':>14s}")
 for label, stream, target, named, plain in rows:
-    print(f"{label:18s} {stream:8s} {target:7s} {named:27.1e} {plain:14.1e}")
+    report(f"{label:18s} {stream:8s} {target:7s} {named:27.1e} {plain:14.1e}")
 
 # %% [markdown]
 # With the differences put in, the logits agree to float64 rounding (1e-16: the same sums in other orders); the
@@ -360,10 +412,10 @@ if FIGURES:
     fig.savefig(os.path.join(FIGURES, "class_race.png"), dpi=110, bbox_inches="tight")
 plt.close(fig)
 final = {n: r["log"][-1]["tel"] for n, r in race.items()}
-print(f"{RACE['steps']} steps in {time.time() - start:.0f} s; validation loss at the end:")
+report(f"{RACE['steps']} steps in {time.time() - start:.0f} s; validation loss at the end:")
 for n in sorted(final, key=final.get):
     stalled = final[n] > 3.1442 - 0.05  # experiments.md's "stuck": not 0.05 below the token-frequency level
-    print(f"  {n:8s} {final[n]:.4f}" + ("   (at the token-frequency level: stalled)" if stalled else ""))
+    report(f"  {n:8s} {final[n]:.4f}" + ("   (at the token-frequency level: stalled)" if stalled else ""))
 if prediction_race:
     print("your ranking:", prediction_race, "| measured:", sorted(final, key=final.get))
 
@@ -415,17 +467,17 @@ def update_of(layout, state, stream, sublayers):
 L = RACE["L"]
 for state in ("at initialization", "trained"):
     mlp = update_of("pre", state, "x", [2 * l + 1 for l in range(L)])
-    print(f"Pre-Norm {state}: MLP relative updates, block 0 to {L - 1}:", " ".join(f"{u:.3f}" for u in mlp))
-    print(f"  the last MLP's over block 1's: {mlp[-1] / mlp[1]:.3f}" + (f"   (you said {prediction_dilution})"
-                                                                      if prediction_dilution else ""))
+    report(f"Pre-Norm {state}: MLP relative updates, block 0 to {L - 1}:", " ".join(f"{u:.3f}" for u in mlp))
+    report(f"  the last MLP's over block 1's: {mlp[-1] / mlp[1]:.3f}" + (f"   (you said {prediction_dilution})"
+                                                                       if prediction_dilution else ""))
     grad = {row[0]: row[2]["x"][1] for row in measured["post"][state][1]}
-    print(f"Post-Norm {state}: dL/dx RMS {grad[2 * L]:.1e} at the head, {grad[1]:.1e} at sub-layer 1: "
-          f"{math.log10(grad[2 * L] / grad[1]):+.1f} orders of magnitude")
+    report(f"Post-Norm {state}: dL/dx RMS {grad[2 * L]:.1e} at the head, {grad[1]:.1e} at sub-layer 1: "
+           f"{math.log10(grad[2 * L] / grad[1]):+.1f} orders of magnitude")
     for stream in ("x", "y"):
         u = update_of("siamese", state, stream, [3, 2 * L - 1])
         g = [row[2][stream][1] for row in measured["siamese"][state][1] if row[0] in (1, 2 * L)]
-        print(f"SiameseNorm {state}, {stream}: MLP update block 1 {u[0]:.2g}, block {L - 1} {u[1]:.2g}; "
-              f"dL/d{stream} RMS {g[1]:.1e} at the head, {g[0]:.1e} at sub-layer 1")
+        report(f"SiameseNorm {state}, {stream}: MLP update block 1 {u[0]:.2g}, block {L - 1} {u[1]:.2g}; "
+               f"dL/d{stream} RMS {g[1]:.1e} at the head, {g[0]:.1e} at sub-layer 1")
 post_rms = [row[2]["x"][0] for row in measured["post"]["at initialization"][1][1:]]
 assert all(abs(v - 1) < 0.01 for v in post_rms), "Post-Norm's stream after sub-layer 0 is not at RMS 1"
 
@@ -536,10 +588,10 @@ u = bb.layernorm(xh + bb.layernorm(leaves["y"], leaves["gy"], leaves["by"])[0], 
 z = bb.gelu(u @ leaves["W1"] + leaves["b1"]) @ leaves["W2"] + leaves["b2"]
 ((dx_out * (xh + z / c)).sum() + (dy_out * (leaves["y"] + z)).sum()).backward()
 ours = boundary_backward(P, x, y, dx_out, dy_out, c)
-print(f"block {l} (c_l = {c:.4f}); relative error of each gradient, by hand against autograd:")
+report(f"block {l} (c_l = {c:.4f}); relative error of each gradient, by hand against autograd:")
 for n in ("x", "y", "gx", "bx", "gy", "by", "gi", "bi", "W1", "b1", "W2", "b2"):
     e = relative(ours[n], leaves[n].grad)
-    print(f"  d{n:3s} {e:.1e}")
+    report(f"  d{n:3s} {e:.1e}")
     assert e < 1e-10, f"the hand-written backward's d{n} is off ({e:.1e})"
 cpp("siamese_boundary_backward")
 

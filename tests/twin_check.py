@@ -508,7 +508,7 @@ def main():
     tally = Tally(verbose)
     times = []
     if not os.path.exists(TRAINER):
-        r = subprocess.run(["make", "reference_cpu"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        subprocess.run(["make", "reference_cpu"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     for path in (TRAINER, TRAIN_SHARD, VAL_SHARD):
         if not os.path.exists(path):
             print(f"twin_check: {os.path.relpath(path, REPO)} is missing (make reference_cpu data)")
