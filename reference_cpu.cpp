@@ -15,6 +15,8 @@ registry in host/layouts.h:
     siamese-hybrid (SiameseNorm's language-model form, the official code's hybrid_pre): siamese's MLP and head;
              at the attention  h = c1 x + LN_y(y);  z = Attn_qkvnorm(h);  x = x + z/c_l;  y = y + z
              (c1 a learned gain of C channels per block; Attn_qkvnorm: q, k, v each LayerNorm-ed per head)
+    pre-qkvnorm  pre with the attention of the HybridNorm layouts: x += Attn_qkvnorm(LN1(x)); x += MLP(LN2(x))
+    peri     (Peri-LN, Kim et al. 2025)  x += LN1o(Attn(LN1(x))); x += LN2o(MLP(LN2(x)));  logits from LN_f(x)
 
 Everything is written out by hand in the spirit of llm.c's train_gpt2.c: each layer is a pair of functions,
 `op_forward` and `op_backward`, side by side. Backward functions ACCUMULATE (+=) into gradient buffers that are
@@ -27,7 +29,7 @@ How to read it (the functions in this order; C++ wants them defined bottom-up, s
      l, 1 its MLP) its layout's boundary function, e.g. siamese_boundary_forward, whose body is SiameseNorm's line
      above, F included; then the head, e.g. siamese_head_forward, which ends in the logits; then the loss.
   2. The layouts, each a forward and a backward whose comment is the equation: pre_, post_, deepnorm_,
-     siamese_, residual_, normed_ and siamese_c1_boundary_forward / _backward, the heads lnf_, identity_ and
+     siamese_, residual_, normed_, siamese_c1_ and peri_boundary_forward / _backward, the heads lnf_, identity_ and
      siamese_head_forward / _backward, and boundary_of / head_of, the one place that says which runs where (Mix-LN
      is pre and post, block by block; HybridNorm residual at the attention, normed at the MLP).
      They name their tensors as the paper does (x, y, xh, u, z, ...): the structs SubLayer and Head.
@@ -590,8 +592,9 @@ typedef struct {
     real* h;         // (2L, B,T,C) the sum a LayerNorm reads: siamese xh + yh, post x + z, deepnorm alpha x + z
     real* u;         // (2L, B,T,C) F's input where a LayerNorm makes it: pre LN(x), siamese LN_in(h)
     real* z;         // (2L, B,T,C) F's output
-    real* ln_mean;   // (2L, 3, B,T) the statistics of each sub-layer's LayerNorms (slots LN_X, LN_Y, LN_IN), kept
-    real* ln_rstd;   // (2L, 3, B,T)   for the backward pass
+    real* zn;        // (2L, B,T,C) peri: LN_out(z), F's output normalized (the layouts with an output LayerNorm)
+    real* ln_mean;   // (2L, 4, B,T) the statistics of each sub-layer's LayerNorms (slots LN_X, LN_Y, LN_IN, LN_OUT),
+    real* ln_rstd;   // (2L, 4, B,T)   kept for the backward pass
     // inside F, for each block l
     real* qkv;       // (L, B,T,3C) q, k, v as the attention reads them (QKV-norm layouts: LN_q(q), LN_k(k), LN_v(v))
     real* qkvr;      // (L, B,T,3C) QKV-norm layouts: u W_qkv + b, before the norms
@@ -607,8 +610,8 @@ typedef struct {
     real* yf;        // (B,T,C) siamese: LN_yf(y)
     real* head_h;    // (B,T,C) siamese: LN_xf(x) + LN_yf(y)
     real* hf;        // (B,T,C) what the tied wte turns into logits, where a LayerNorm makes it: LN_f(...)
-    real* lnf_mean;  // (3, B,T) the head's LayerNorm statistics, by slot
-    real* lnf_rstd;  // (3, B,T)
+    real* lnf_mean;  // (4, B,T) the head's LayerNorm statistics, by slot
+    real* lnf_rstd;  // (4, B,T)
     real* logits;    // (B,T,Vp)
     real* probs;     // (B,T,Vp)
     real* losses;    // (B,T)
@@ -763,9 +766,11 @@ typedef struct {
     real *x_out, *y_out;         // the streams leaving it: the next sub-layer's x and y
     real *xh, *yh, *h;           // siamese: xh = LN_x(x), yh = LN_y(y), h = xh + yh; post: h = x + z
     real *u, *z;                 // F's input (where a LayerNorm makes it) and F's output
-    real *dx, *dy, *dx_out, *dy_out, *dxh, *dyh, *dh, *du, *dz;  // their gradients
+    real* zn;                    // peri: zn = LN_out(z)
+    real *dx, *dy, *dx_out, *dy_out, *dxh, *dyh, *dh, *du, *dz, *dzn;  // their gradients
     LayerNorm LN;                // pre, post, deepnorm: the sub-layer's LayerNorm (ln1* at the attention, ln2* ...)
     LayerNorm LN_x, LN_y, LN_in; // siamese: its three (ln1x* ln1y* ln1i*, ...; LN_x is LN's slot)
+    LayerNorm LN_out;            // peri: the LayerNorm of F's output (ln1o*, ln2o*); its input's is LN
     real inv_c;                  // siamese, siamese_c1: 1/c_l, c_l = sqrt(2(l+1)) (1 under --no-depth-scale)
     int has_ln_in;               // siamese: 0 under --no-ln-in (u = h)
     real alpha;                  // deepnorm: (2L)^(1/4)
@@ -909,6 +914,24 @@ static void siamese_c1_boundary_backward(const SubLayer& t) {
     layernorm_backward(t.LN_y, t.dy, t.dyh, t.y);
 }
 
+// Peri-LN (Kim et al. 2025; the "sandwich" of Gemma 2 and OLMo 2): Pre-Norm with a second LayerNorm on F's output,
+// before the residual add:
+//     u = LN(x);  z = F(u);  zn = LN_out(z);  x' = x + zn
+static void peri_boundary_forward(const SubLayer& t) {
+    layernorm_forward(t.LN, t.u, t.x);              // u = LN(x)
+    F_forward(t, t.u);                              // z = F(u)
+    layernorm_forward(t.LN_out, t.zn, t.z);         // zn = LN_out(z)
+    residual_forward(t.x_out, t.x, t.zn, 1, t.n);   // x' = x + zn
+}
+
+// dx += dx';  dzn += dx';  dz += LN_out'(dzn);  du = F'(dz);  dx += LN'(du)
+static void peri_boundary_backward(const SubLayer& t) {
+    residual_backward(t.dx, t.dzn, t.dx_out, 1, t.n);
+    layernorm_backward(t.LN_out, t.dz, t.dzn, t.z);
+    F_backward(t, t.u, t.du);
+    layernorm_backward(t.LN, t.dx, t.du, t.x);
+}
+
 // The head: from the streams leaving the last block to the logits, through the tied token embedding wte.
 typedef struct {
     GPT2* m;
@@ -987,6 +1010,7 @@ static BoundaryFunctions boundary_of(const GPT2Config& c, int s) {
         case SUBLAYER_RESIDUAL: return {residual_boundary_forward, residual_boundary_backward};
         case SUBLAYER_NORMED: return {normed_boundary_forward, normed_boundary_backward};
         case SUBLAYER_SIAMESE_C1: return {siamese_c1_boundary_forward, siamese_c1_boundary_backward};
+        case SUBLAYER_PERI: return {peri_boundary_forward, peri_boundary_backward};
     }
     unknown_kind("sub-layer kind", kind);
 }
@@ -1138,9 +1162,10 @@ static void gpt2_free(GPT2* m) {
 // Where the named tensors live (bookkeeping, not the method: a first reading may skip this section). The activations
 // and their gradients are one buffer each, llm.c's way; SubLayer and Head point into them and into the parameters.
 // Every sub-layer has every tensor of SubLayer that its layout's streams can use, whichever of them its kind uses, so
-// that nothing here depends on the kind: y, xh and yh (and the head's xf, yf, h) where there are two streams, h, u
-// and z always. A one-stream sub-layer so leaves one (B,T,C) tensor at 0, h or u (memory, and a few per cent more for
-// gpt2_backward's memset of the activation gradients to clear).
+// that nothing here depends on the kind: y, xh and yh (and the head's xf, yf, h) where there are two streams, zn
+// where the layout has an output LayerNorm (peri), h, u and z always. A one-stream sub-layer so leaves one (B,T,C)
+// tensor at 0, h or u (memory, and a few per cent more for gpt2_backward's memset of the activation gradients to
+// clear).
 
 // the sizes of the activations of a model and a batch shape (B, T); with memory, points the tensors into it
 static size_t point_activations(const GPT2Config& c, int B, int T, ActivationTensors* a, real* memory) {
@@ -1148,10 +1173,11 @@ static size_t point_activations(const GPT2Config& c, int B, int T, ActivationTen
     size_t NC = BT * C;
     size_t two = layout_of(c).streams == 2;  // y and the tensors made from it and LN_x(x): two-stream layouts only
     size_t qn = layout_of(c).qkv_norm;       // the QKV-norm's input and statistics: its layouts only
+    size_t on = has_output_norm(c);          // LN_out(z): the layouts with an output LayerNorm (peri) only
     struct { real** ptr; size_t size; } list[] = {
         {&a->x, (2 * L + 1) * NC},   {&a->y, two * (2 * L + 1) * NC},
         {&a->xh, two * 2 * L * NC},  {&a->yh, two * 2 * L * NC},      {&a->h, 2 * L * NC},
-        {&a->u, 2 * L * NC},         {&a->z, 2 * L * NC},
+        {&a->u, 2 * L * NC},         {&a->z, 2 * L * NC},             {&a->zn, on * 2 * L * NC},
         {&a->ln_mean, 2 * L * LN_SLOTS * BT}, {&a->ln_rstd, 2 * L * LN_SLOTS * BT},
         {&a->qkv, L * BT * 3 * C},   {&a->qkvr, qn * L * BT * 3 * C},
         {&a->qkvn_mean, qn * L * BT * 3 * NH}, {&a->qkvn_rstd, qn * L * BT * 3 * NH},
@@ -1203,7 +1229,7 @@ static SubLayer sublayer_tensors(GPT2* m, int s) {
     t.y = at(a.y, s * n), t.y_out = at(a.y, (s + 1) * n), t.dy = at(d.y, s * n), t.dy_out = at(d.y, (s + 1) * n);
     t.xh = at(a.xh, s * n), t.yh = at(a.yh, s * n), t.h = at(a.h, s * n), t.u = at(a.u, s * n), t.z = at(a.z, s * n);
     t.dxh = at(d.xh, s * n), t.dyh = at(d.yh, s * n), t.dh = at(d.h, s * n), t.du = at(d.u, s * n);
-    t.dz = at(d.z, s * n);
+    t.dz = at(d.z, s * n), t.zn = at(a.zn, s * n), t.dzn = at(d.zn, s * n);
     LayerNorm ln[LN_SLOTS];
     // a layout whose boundary LayerNorms exist in its first blocks only (norm_blocks: hybrid-star's ln1, block 0)
     int blocks = layout_of(c).norm_blocks[k], has_ln = blocks == 0 || l < blocks;
@@ -1215,6 +1241,7 @@ static SubLayer sublayer_tensors(GPT2* m, int s) {
     t.LN = t.LN_x = ln[LN_X];
     t.LN_y = ln[LN_Y];
     t.LN_in = ln[LN_IN];
+    t.LN_out = ln[LN_OUT];
     t.inv_c = (real)inv_depth_scale(c, l);
     t.has_ln_in = !(c.ablations & ABLATE_NO_LN_IN);
     t.alpha = (real)deepnorm_alpha(c.num_layers);

@@ -65,6 +65,10 @@ Included by train_gpt2.cu; uses the row building blocks of cuda_common.cuh (laye
 #pragma once
 #include "cuda_common.cuh"
 
+// the LayerNorm slots of a siamese boundary: LN_x, LN_y, LN_in (host/layouts.h's LN_X, LN_Y, LN_IN; at the head
+// LN_xf, LN_yf, LN_f), each a mean, an rstd, a gain and a shift in the structs below
+enum { SIAMESE_SLOTS = LN_IN + 1 };
+
 // Everything the forward kernel of one boundary needs, passed by value.
 struct SiameseBoundary {
     // the sub-layer that ends here; all null at b = 0
@@ -80,10 +84,10 @@ struct SiameseBoundary {
     floatX* x;                // x_b (N, C): written when b > 0; at b = 0 it is h0 and only read
     floatX* y;                // y_b (N, C): written when b > 0; unused at b = 0 (y_0 = x_0)
     floatX* u;                // out: u_b, or hf at the head (N, C)
-    float* mean[LN_SLOTS];    // out: statistics (N) of LN_x, LN_y, LN_in
-    float* rstd[LN_SLOTS];
-    const floatX* w[LN_SLOTS];  // gains and shifts (C) of LN_x, LN_y, LN_in (LN_xf, LN_yf, LN_f at the head)
-    const floatX* b[LN_SLOTS];
+    float* mean[SIAMESE_SLOTS];    // out: statistics (N) of LN_x, LN_y, LN_in
+    float* rstd[SIAMESE_SLOTS];
+    const floatX* w[SIAMESE_SLOTS];  // gains and shifts (C) of LN_x, LN_y, LN_in (LN_xf, LN_yf, LN_f at the head)
+    const floatX* b[SIAMESE_SLOTS];
     int use_ln_in;            // 0 under --no-ln-in: u = xh + LN_y(y)
     const floatX* c1;         // siamese_c1 (siamese-hybrid's attention) starts here: u = c1 * x + LN_y(y), c1 (C) of
                               // the block; null: siamese's u above
@@ -159,10 +163,10 @@ static void siamese_boundary_forward(const SiameseBoundary& a, int N, int C) {
 struct SiameseBoundaryGrad {
     const floatX* x;          // x_b (N, C) (h0 at b = 0)
     const floatX* y;          // y_b (N, C) (h0 at b = 0)
-    const float* mean[LN_SLOTS];
-    const float* rstd[LN_SLOTS];
-    const floatX* w[LN_SLOTS];
-    const floatX* b[LN_SLOTS];
+    const float* mean[SIAMESE_SLOTS];
+    const float* rstd[SIAMESE_SLOTS];
+    const floatX* w[SIAMESE_SLOTS];
+    const floatX* b[SIAMESE_SLOTS];
     int use_ln_in;
     const floatX* du;         // dL/du_b (dL/dhf at the head)
     const floatX* dx_next;    // dL/dx_{b+1}; null at the head
@@ -195,8 +199,8 @@ __device__ inline void siamese_recompute_sum(float (&sum)[VALS], const float (&x
 template <int VALS, bool C1>
 __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_boundary_backward_kernel(SiameseBoundaryGrad a, int N,
                                                                                     int C, float* partials) {
-    float dw[LN_SLOTS][VALS], db[LN_SLOTS][VALS];
-    for (int j = 0; j < LN_SLOTS; j++)
+    float dw[SIAMESE_SLOTS][VALS], db[SIAMESE_SLOTS][VALS];
+    for (int j = 0; j < SIAMESE_SLOTS; j++)
         for (int k = 0; k < VALS; k++) dw[j][k] = db[j][k] = 0.0f;
     for (int row = blockIdx.x; row < N; row += gridDim.x) {
         size_t off = (size_t)row * C;
@@ -255,9 +259,9 @@ __global__ void __launch_bounds__(MAX_ROW_THREADS) siamese_boundary_backward_ker
             store_row(a.dx + off, dx, C);
         }
     }
-    for (int j = 0; j < LN_SLOTS; j++) {
-        store_partials(partials, 2 * LN_SLOTS, 2 * j, dw[j], C);
-        store_partials(partials, 2 * LN_SLOTS, 2 * j + 1, db[j], C);
+    for (int j = 0; j < SIAMESE_SLOTS; j++) {
+        store_partials(partials, 2 * SIAMESE_SLOTS, 2 * j, dw[j], C);
+        store_partials(partials, 2 * SIAMESE_SLOTS, 2 * j + 1, db[j], C);
     }
 }
 
@@ -304,10 +308,10 @@ static void siamese_boundary_backward(const SiameseBoundaryGrad& a, const GradTa
         constexpr int V = decltype(vals)::value;
         auto kernel = a.c1 ? siamese_boundary_backward_kernel<V, true> : siamese_boundary_backward_kernel<V, false>;
         int threads = row_threads(C), grid = row_grid(kernel, threads, N);
-        if ((size_t)grid * 2 * LN_SLOTS * C > gpu.partials_floats) fail("internal: reduction scratch too small");
+        if ((size_t)grid * 2 * SIAMESE_SLOTS * C > gpu.partials_floats) fail("internal: reduction scratch too small");
         kernel<<<grid, threads>>>(a, N, C, gpu.partials);
         launchCheck();
-        reduce_partials(dparams, 2 * LN_SLOTS, C, grid);
+        reduce_partials(dparams, 2 * SIAMESE_SLOTS, C, grid);
     });
 }
 

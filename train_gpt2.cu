@@ -7,6 +7,7 @@ says cuda), one GPU, bf16 mixed precision (the default) or float32 (make PRECISI
     siamese  (SiameseNorm, arXiv 2602.08064): two streams x, y sharing every weight; see siamese.cuh
     mix (Mix-LN), hybrid and hybrid-star (HybridNorm), siamese-hybrid (SiameseNorm with HybridNorm's X stream):
              kinds of sub-layer mixed block by block (host/layouts.h); the last three with the QKV-norm attention
+    pre-qkvnorm (pre with the QKV-norm attention), peri (Peri-LN)  x += LN1o(Attn(LN1(x))); x += LN2o(MLP(LN2(x)))
 
 It computes exactly the function of the CPU reference (reference_cpu.cpp), reads and writes the same files and
 takes the same flags (host/flags.h); tests/test_gpu.cu holds the two against each other, gradient by gradient.
@@ -24,7 +25,7 @@ How the layouts differ. Between two sub-layers (and after the embedding, and at 
 residual work is done in ONE fused kernel per row, a "boundary": boundary b ends sub-layer b-1 (takes its output z)
 and starts sub-layer b (hands on its input u); boundary 0 follows the embedding and boundary 2L is the head. The
 layouts share one attention and one MLP and differ only in boundary_forward_<kind> and boundary_backward_<kind>, one
-small function per kind of sub-layer (host/layouts.h: pre, post, siamese, residual, normed, siamese_c1) and
+small function per kind of sub-layer (host/layouts.h: pre, post, siamese, residual, normed, siamese_c1, peri) and
 direction, further down; where a layout changes kind from one sub-layer to the next (Post-LN blocks, then Pre-LN
 ones) a boundary runs the end of one kind and the start of the other, or one kernel where the two fuse (HybridNorm's
 residual add and the next LayerNorm; siamese-hybrid's two kinds). boundary_kind is the one place that says which of
@@ -1030,9 +1031,11 @@ typedef struct {
     floatX* u;         // the input u_s of each sub-layer s that keeps one (B,T,C): pre LN(x_s), siamese
                        //   LN_in(xh + LN_y(y)); a post sub-layer's u is x_s itself (boundary_u).
                        //   -r 1: (B,T,C), the current sub-layer's only, recomputed for the backward pass
-    floatX* sum;       // per post sub-layer s (B,T,C): x_s + z_s, the input of the LayerNorm after it
+    floatX* sum;       // per post or peri sub-layer s (B,T,C): the input of the LayerNorm that ends it: post's
+                       //   x_s + z_s, peri's z_s (its LN_out(z_s) is added to the stream)
     float* ln_mean;    // (2L+1, BOUNDARY_NORMS, B,T) LayerNorm statistics of boundary b by slot (LN_X, LN_Y, LN_IN
-                       //   for the LayerNorms that start sub-layer b; LN_END for the one that ends post sub-layer b-1)
+                       //   for the LayerNorms that start sub-layer b; LN_END for the one that ends sub-layer b-1:
+                       //   post's, peri's LN_out)
     float* ln_rstd;    // (2L+1, BOUNDARY_NORMS, B,T)
     floatX* qkvr;      // (L, 3, B,NH,T,hs) q, k, v of each head, bias added; cuDNN: (L, B,T,3C), the qkv product's
                        //   rows with the bias, which cuDNN reads in place. QKV-norm layouts: the normalized q, k, v
@@ -1056,7 +1059,7 @@ typedef struct {
     // scratch of the backward pass
     floatX* dx;        // (B,T,C) dL/dx of the stream at the current boundary; pre: also dL/dz, post: also dL/du
     floatX* dy;        // (B,T,C) two-stream layouts: dL/dy
-    floatX* dz;        // (B,T,C) two-stream layouts: dL/dz
+    floatX* dz;        // (B,T,C) two-stream layouts and peri: dL/dz
     floatX* du;        // (B,T,C) pre/siamese: dL/du (and dL/dhf where the head has LayerNorms)
     floatX* dfch;      // (B,T,4C) MLP: dL/dfch_gelu, then dL/dfch in place
     floatX* datty;     // (B,T,C)
@@ -1071,8 +1074,9 @@ typedef struct {
 // (cuDNN reads and writes 16-byte aligned tensors only)
 static size_t lse_layer_floats(size_t rows) { return (rows + 63) / 64 * 64; }
 
-// the statistics a boundary keeps per row: the LayerNorms that start sub-layer b by slot, then LN_END
-enum { LN_END = LN_SLOTS, BOUNDARY_NORMS = LN_SLOTS + 1 };
+// the statistics a boundary keeps per row: the LayerNorms that start sub-layer b by slot (LN_X, LN_Y, LN_IN: the
+// slot LN_OUT never starts one), then LN_END, the one that ends sub-layer b-1 (post's LN, peri's LN_out)
+enum { LN_END = LN_IN + 1, BOUNDARY_NORMS = LN_END + 1 };
 
 // What this trainer does for a kind of sub-layer (host/layouts.h) at the boundaries, and what it keeps: one row
 // per kind, in boundary_kind, with the boundary functions further down: the one place that asks which kind a
@@ -1091,7 +1095,7 @@ typedef struct {
     void (*end_backward)(GPT2* m, int b);
     void (*recompute_u)(GPT2* m, int s);  // -r 1: u_s again before sub-layer s's backward pass (null: u_s is x_s)
     int keeps_u;    // u_s has a buffer of its own (acts.u); else u_s is x_s (F reads the stream itself)
-    int keeps_sum;  // keeps x_s + z_s, the input of the LayerNorm that ends it (acts.sum)
+    int keeps_sum;  // keeps the input of the LayerNorm that ends it (acts.sum): post's x_s + z_s, peri's z_s
     int own_dz;     // dL/dz has a buffer of its own (acts.dz); else it is dx (see grad_dz)
     int fuses;      // the kind (other than its own) whose end `forward` and `backward` also do; -1: none
 } BoundaryKind;
@@ -1099,6 +1103,7 @@ static BoundaryKind boundary_kind(SubLayerKind kind);
 
 static int keeps_u(SubLayerKind k) { return boundary_kind(k).keeps_u; }
 static int keeps_sum(SubLayerKind k) { return boundary_kind(k).keeps_sum; }
+static int own_dz(SubLayerKind k) { return boundary_kind(k).own_dz; }
 // how many of the sub-layers before s keep a u (keep = keeps_u) or a sum: s's index into acts.u or acts.sum
 static size_t kept_before(const GPT2Config& c, int s, int (*keep)(SubLayerKind)) {
     size_t n = 0;
@@ -1119,6 +1124,7 @@ static size_t point_activations(const GPT2Config& c, int B, int T, int recompute
     const LayoutInfo& layout = layout_of(c);
     int two = layout.streams == 2, hf = layout.head != HEAD_IDENTITY;
     size_t us = kept_before(c, 2 * L, keeps_u), sums = kept_before(c, 2 * L, keeps_sum);
+    size_t dzs = kept_before(c, 2 * L, own_dz);  // the sub-layers whose dL/dz is not dL/dx (siamese's, peri's)
     if (recompute) us = std::min(us, (size_t)1);  // -r 1: the current sub-layer's u only
     size_t kept = recompute ? 1 : L;  // how many layers' fch_gelu are kept
     int qkv_norm = layout.qkv_norm;   // -r 1: the normalized q, k, v of one layer, recomputed from qkv_in
@@ -1129,7 +1135,7 @@ static size_t point_activations(const GPT2Config& c, int B, int T, int recompute
         {&a->atty, L * NC},               {&a->fch, L * 4 * NC},              {&a->fch_gelu, kept * 4 * NC},
         {&a->hf, hf ? NC : 0},            {&a->logits, BT * Vp},              {&a->z, NC},
         {&a->qkv, cudnn ? 0 : 3 * NC},    {&a->vaccum, materialized ? NC : 0}, {&a->dx, NC},
-        {&a->dy, two ? NC : 0},           {&a->dz, two ? NC : 0},             {&a->du, us || hf ? NC : 0},
+        {&a->dy, two ? NC : 0},           {&a->dz, dzs ? NC : 0},             {&a->du, us || hf ? NC : 0},
         {&a->dfch, 4 * NC},               {&a->datty, NC},                    {&a->dvaccum, materialized ? NC : 0},
         {&a->dqkvr, cudnn ? 0 : 3 * NC},  {&a->dqkv, 3 * NC},                 {&a->datt, att},
         {&a->qkv_in, qkv_norm ? L * 3 * NC : 0},
@@ -1232,7 +1238,8 @@ static void gpt2_allocate_parameters(GPT2* model) {
     model->mean_loss = -1;
     model->has_dlogits = 0;
     // the row kernels' and the bias reductions' partial sums (see cuda_common.cuh)
-    gpu_reserve_partials(std::max(row_partials_floats(c.channels, 2 * LN_SLOTS), (size_t)BIAS_MAX_CHUNKS * 4 * c.channels));
+    gpu_reserve_partials(std::max(row_partials_floats(c.channels, 2 * SIAMESE_SLOTS),
+                                  (size_t)BIAS_MAX_CHUNKS * 4 * c.channels));
 }
 
 // the float32 master weights that params_memory holds (all, or this rank's shard)
@@ -1364,7 +1371,7 @@ static floatX* boundary_u(GPT2* m, int b) {
     if (b == 2 * c.num_layers) return m->acts.hf;
     return m->acts.u + (m->recompute ? 0 : kept_before(c, b, keeps_u) * NCof(m));
 }
-// x_s + z_s, the input of the LayerNorm that ends post sub-layer s
+// the input of the LayerNorm that ends post or peri sub-layer s: x_s + z_s (post), z_s (peri)
 static floatX* post_sum(GPT2* m, int s) { return m->acts.sum + kept_before(m->config, s, keeps_sum) * NCof(m); }
 static float* ln_mean(GPT2* m, int b, int slot) {
     return m->acts.ln_mean + ((size_t)b * BOUNDARY_NORMS + slot) * m->B * m->T;
@@ -1510,13 +1517,49 @@ static void boundary_backward_post(GPT2* m, int b) {
                        c.channels, 0);
 }
 
+// Peri-LN: a sub-layer starts as pre's, u_b = LN(x_b), and ends with a LayerNorm of F's output before the add:
+//   zn = LN_out(z);  x_b = x_{b-1} + zn;  u_b = LN(x_b)          (b = 0: u_0 = LN(h0);  b = 2L: hf = LN_f(x_2L))
+// in two kernels: LN_out first (z_{b-1} kept in acts.sum for its backward, zn written over z), then pre's fused add
+// and LayerNorm (at the head the add alone: LN_f is the head's start, pre's).
+static void peri_output_norm(GPT2* m, int b) {
+    const GPT2Config& c = m->config;
+    ParameterTensors* p = &m->params;
+    residual_layernorm_forward(post_sum(m, b - 1), m->acts.z, ln_mean(m, b, LN_END), ln_rstd(m, b, LN_END),
+                               m->acts.z, nullptr, ln_w(p, c, b - 1, LN_OUT), ln_b(p, c, b - 1, LN_OUT), m->B * m->T,
+                               c.channels);
+}
+static void boundary_forward_peri(GPT2* m, int b) {
+    if (b > 0) peri_output_norm(m, b);
+    pre_residual_layernorm(m, b, b > 0);
+}
+static void boundary_end_forward_peri(GPT2* m, int b) {
+    peri_output_norm(m, b);
+    boundary_end_forward_residual(m, b);
+}
+
+// The end's backward: dx holds dL/dx_b, which is also dL/dx_{b-1} (the identity: dx stays) and dL/dzn:
+//   dz = LN_out'(dx)
+static void boundary_end_backward_peri(GPT2* m, int b) {
+    const GPT2Config& c = m->config;
+    ParameterTensors* p = &m->params;
+    GradTensors* g = &m->grads;
+    layernorm_backward(m->acts.dz, ln_w(g, c, b - 1, LN_OUT), ln_b(g, c, b - 1, LN_OUT), m->acts.dx,
+                       post_sum(m, b - 1), ln_w(p, c, b - 1, LN_OUT), ln_mean(m, b, LN_END), ln_rstd(m, b, LN_END),
+                       m->B * m->T, c.channels, 0);
+}
+// the start's (pre's: dx += LN'(du)), then the end's
+static void boundary_backward_peri(GPT2* m, int b) {
+    boundary_backward_pre(m, b);
+    if (b > 0) boundary_end_backward_peri(m, b);
+}
+
 // The three LayerNorms of siamese boundary b (LN_x, LN_y, LN_in; at the head LN_xf, LN_yf, LN_f) into the arguments
 // of a siamese.cuh kernel (SiameseBoundary or SiameseBoundaryGrad): statistics, gains and shifts, and whether LN_in
 // applies (not under --no-ln-in; the head always applies LN_f)
 template <typename Args>
 static void point_boundary_norms(GPT2* m, int b, Args* a) {
     const GPT2Config& c = m->config;
-    for (int j = 0; j < LN_SLOTS; j++) {
+    for (int j = 0; j < SIAMESE_SLOTS; j++) {
         a->mean[j] = ln_mean(m, b, j);
         a->rstd[j] = ln_rstd(m, b, j);
         a->w[j] = ln_w(&m->params, c, b, j);
@@ -1610,7 +1653,8 @@ static void nothing(GPT2*, int) {}
 // The one place that says which of the functions above run for a kind of sub-layer (BoundaryKind, above). The
 // kinds a layout of this trainer mixes: Mix-LN's post blocks, then pre ones (post's end, then pre's start);
 // HybridNorm's residual and normed sub-layers (hybrid), after a pre block (hybrid-star); siamese-hybrid's
-// siamese_c1 and siamese ones, fused into one kernel a boundary either way.
+// siamese_c1 and siamese ones, fused into one kernel a boundary either way; Peri-LN's last sub-layer before the head
+// (peri's end, then pre's start: LN_f).
 static BoundaryKind boundary_kind(SubLayerKind kind) {
     const int none = -1;
     switch (kind) {
@@ -1633,6 +1677,9 @@ static BoundaryKind boundary_kind(SubLayerKind kind) {
         case SUBLAYER_SIAMESE_C1:  // u = c1 * x + LN_y(y), kept; no sum
             return {boundary_forward_siamese_c1, boundary_backward_siamese_c1, nullptr, nullptr, nullptr, nullptr,
                     recompute_u_siamese_c1, 1, 0, 1, SUBLAYER_SIAMESE};
+        case SUBLAYER_PERI:  // pre's start; z kept (the input of LN_out) and dL/dz apart from dL/dx
+            return {boundary_forward_peri, boundary_backward_peri, boundary_start_forward_pre, boundary_backward_pre,
+                    boundary_end_forward_peri, boundary_end_backward_peri, recompute_u_pre, 1, 1, 1, none};
         case SUBLAYER_DEEPNORM: break;  // not run here (cuda = 0 in its row: refused before the model is built)
     }
     unknown_kind("sub-layer kind", kind);

@@ -13,12 +13,14 @@ and head are host/layouts.h's:
   residual    x = x + F(x)                   (HybridNorm's attention: F reads the raw stream)
   normed      xn = LN(x); x = xn + F(xn)     (HybridNorm's MLP)
   siamese_c1  z = F(c1 * x + LN_y(y)); x = x + z/c_l; y = y + z   (c1: a learned gain of C channels per block)
+  peri        x = x + LN_out(F(LN(x)))       (Peri-LN: a LayerNorm on F's input and one on its output)
 
 A layout is a kind per sub-layer and a head: mix (Mix-LN) is post in its first P blocks and pre after them, with
 pre's head; hybrid (HybridNorm) is residual at the attention and normed at the MLP, head LN_f(x); hybrid-star
 (HybridNorm*) is hybrid with block 0 pre; siamese-hybrid (SiameseNorm with HybridNorm's X stream, the paper's
 language model) is siamese_c1 at the attention and siamese at the MLP, with siamese's head. In these three the
 attention is QKV-norm attention: each head's q, k and v are LayerNorm-ed over its hs channels (GPT.qkv_norm).
+Two baselines: pre-qkvnorm is pre with that attention; peri (Peri-LN) is peri in every sub-layer, with pre's head.
 
 The parameters come from a checkpoint the C++ trainer wrote, located through its tensor table (./reference_cpu -e
 CKPT --print-tensors), so no copy of the file format lives here. tests/torch_check.py holds this file to the C++
@@ -41,12 +43,12 @@ import torch.nn.functional as F
 TRAINER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reference_cpu")
 NO_DEPTH_SCALE, NO_LN_IN = 1, 2  # SiameseNorm's ablations (--no-depth-scale, --no-ln-in): bits of header[9]
 TWO_STREAMS = ("siamese", "siamese-hybrid")  # the layouts with a Y stream
-QKV_NORM = ("hybrid", "hybrid-star", "siamese-hybrid")  # the layouts whose attention normalizes q, k and v
+QKV_NORM = ("hybrid", "hybrid-star", "siamese-hybrid", "pre-qkvnorm")  # the layouts whose attention normalizes q, k, v
 
 
 @dataclasses.dataclass
 class Config:
-    layout: str     # pre, post, siamese, mix, deepnorm, hybrid, hybrid-star or siamese-hybrid (--norm)
+    layout: str     # pre, post, siamese, mix, deepnorm, hybrid, hybrid-star, siamese-hybrid, pre-qkvnorm or peri
     ablations: int  # NO_DEPTH_SCALE | NO_LN_IN (siamese and siamese-hybrid only)
     setting: int    # the layout's own setting: mix's P, its Post-LN blocks (0: none)
     L: int          # blocks
@@ -117,6 +119,9 @@ class GPT:
         z = f(self.p["c1"][l] * x + self.ln(n + "y", y, l))
         return x + z / self.c_l(l), y + z
 
+    def peri(self, l, n, f, x):      # x = x + LN_out(F(LN(x))): LN is pre's (ln1, ln2), LN_out ln1o, ln2o
+        return x + self.ln(n + "o", f(self.ln(n, x, l)), l)
+
     def ln_in(self, l, n, v):        # LN_in, the normalized input; the identity under --no-ln-in
         return v if self.cfg.ablations & NO_LN_IN else self.ln(n + "i", v, l)
 
@@ -147,12 +152,15 @@ class GPT:
             return ("residual", "normed")[k]
         if layout == "siamese-hybrid":
             return ("siamese_c1", "siamese")[k]
-        return layout  # pre, post, siamese, deepnorm: one kind in every sub-layer
+        if layout == "pre-qkvnorm":
+            return "pre"  # its QKV-norm is inside F (GPT.attention)
+        return layout  # pre, post, siamese, deepnorm, peri: one kind in every sub-layer
 
     def head(self, *streams):
         return {"pre": self.head_ln, "mix": self.head_ln, "hybrid": self.head_ln, "hybrid-star": self.head_ln,
                 "post": self.head_identity, "deepnorm": self.head_identity, "siamese": self.head_siamese,
-                "siamese-hybrid": self.head_siamese}[self.cfg.layout](*streams)
+                "siamese-hybrid": self.head_siamese, "pre-qkvnorm": self.head_ln,
+                "peri": self.head_ln}[self.cfg.layout](*streams)
 
     def boundary(self, l, k, f, streams):
         """sub-layer k of block l with its layout's boundary: the streams (x,) or (x, y) before F -> after"""

@@ -19,6 +19,7 @@ name each kind's forward and backward function; train_gpt2.cu: boundary_kind and
   normed    LN(x)                        LN(x) + z                                  normed_boundary_forward
   siamese_c1  c1 x + LN_y(y)             x = x + z / c_l,  y = y + z                siamese_c1_boundary_forward
               (c1: a learned gain of C channels per block)
+  peri      LN(x)                        x + LN_out(z)                              peri_boundary_forward
 
 and the heads (hf, what the tied wte turns into logits):
 
@@ -34,7 +35,8 @@ normed at the MLP, with pre's head; hybrid-star (HybridNorm*) the same with a Pr
 (SiameseNorm's language-model form, the official code's hybrid_pre) is siamese_c1 at the attention and siamese at the
 MLP, with siamese's head. In these three F's attention is the QKV-norm attention (qkv_norm in the row): q, k and v
 are each LayerNorm-ed over each head's hs channels (LN_q, LN_k, LN_v, gains and shifts of hs per block) before the
-attention.
+attention. The two baselines after them: pre-qkvnorm is pre with that attention (the QKV-norm without HybridNorm's
+topology); peri (Peri-LN, the "sandwich" of Gemma 2 and OLMo 2) is peri throughout, with pre's head.
 
 To add a layout (docs/adding_a_layout.md): a row here; a new kind only if no kind above does what its boundary does
 (then its forward and backward function and its case in boundary_of, reference_cpu.cpp, and its row in
@@ -50,21 +52,21 @@ this row.
 
 // header[8] of the checkpoint: the layout's index in LAYOUTS (0 keeps llm.c's files valid: they are Pre-Norm)
 enum NormLayout { NORM_PRE = 0, NORM_POST = 1, NORM_SIAMESE = 2, NORM_MIX = 3, NORM_DEEPNORM = 4, NORM_HYBRID = 5,
-                  NORM_HYBRID_STAR = 6, NORM_SIAMESE_HYBRID = 7 };
+                  NORM_HYBRID_STAR = 6, NORM_SIAMESE_HYBRID = 7, NORM_PRE_QKVNORM = 8, NORM_PERI = 9 };
 
 // what a sub-layer boundary does (the table above)
 enum SubLayerKind { SUBLAYER_PRE = 0, SUBLAYER_POST = 1, SUBLAYER_SIAMESE = 2, SUBLAYER_DEEPNORM = 3,
-                    SUBLAYER_RESIDUAL = 4, SUBLAYER_NORMED = 5, SUBLAYER_SIAMESE_C1 = 6 };
-static const char* const SUBLAYER_KIND_NAMES[] = {"pre",      "post",   "siamese",   "deepnorm",
-                                                  "residual", "normed", "siamese_c1"};
+                    SUBLAYER_RESIDUAL = 4, SUBLAYER_NORMED = 5, SUBLAYER_SIAMESE_C1 = 6, SUBLAYER_PERI = 7 };
+static const char* const SUBLAYER_KIND_NAMES[] = {"pre",      "post",   "siamese",    "deepnorm",
+                                                  "residual", "normed", "siamese_c1", "peri"};
 // what the head does
 enum HeadKind { HEAD_LN = 0, HEAD_IDENTITY = 1, HEAD_SIAMESE = 2 };
 
 // The LayerNorm slots of a boundary and of the head: the index j of lnw[k][j] and lnfw[j] (host/model_config.h).
-// pre, post, deepnorm and normed use one (LN_X: LN1/LN2, LN_f at the head), siamese all three (LN_x, LN_y, LN_in;
-// at the head LN_xf, LN_yf, LN_f), siamese_c1 LN_Y alone, residual none. LN_SLOTS, the most any kind uses, sizes
-// the arrays.
-enum { LN_X = 0, LN_Y = 1, LN_IN = 2, LN_SLOTS = 3 };
+// pre, post, deepnorm and normed use one (LN_X: LN1/LN2, LN_f at the head), siamese the first three (LN_x, LN_y,
+// LN_in; at the head LN_xf, LN_yf, LN_f), siamese_c1 LN_Y alone, residual none, peri LN_X (its input's, pre's LN1/
+// LN2) and LN_OUT (the LayerNorm of F's output). LN_SLOTS, the most slots a sub-layer can have, sizes the arrays.
+enum { LN_X = 0, LN_Y = 1, LN_IN = 2, LN_OUT = 3, LN_SLOTS = 4 };
 
 // SiameseNorm ablations, header[9] of the checkpoint (0 for the full method and every other layout)
 enum { ABLATE_NO_DEPTH_SCALE = 1,  // c_l = 1 instead of sqrt(2(l+1))
@@ -173,6 +175,16 @@ static SubLayerKind siamese_hybrid_kind(int s, int, int) {
     return s % 2 == 0 ? SUBLAYER_SIAMESE_C1 : SUBLAYER_SIAMESE;
 }
 
+// Peri-LN (Kim et al. 2025, "Peri-LN: Revisiting Layer Normalization in the Transformer Architecture", arXiv
+// 2502.02732; the "sandwich" of Gemma 2 and OLMo 2): a LayerNorm on the input and one on the output of every
+// sub-layer, x = x + LN_out(F(LN(x))), and pre's final LN_f. The input's LayerNorm is pre's (ln1*, ln2*), the
+// output's LN_out (ln1o*, ln2o*) starts as every gain here, at 1. Not here: the paper's optional LayerNorm of the
+// embedding (h0 goes in as it is, as in every layout of this registry); OLMo 2 has no input LayerNorm (x = x +
+// LN(F(x))). docs/adding_a_layout.md, section 5, says which reading of the paper this is.
+static const char* const PERI_NORMS_1[] = {"ln1w", "ln1b", nullptr, nullptr, nullptr, nullptr, "ln1ow", "ln1ob"};
+static const char* const PERI_NORMS_2[] = {"ln2w", "ln2b", nullptr, nullptr, nullptr, nullptr, "ln2ow", "ln2ob"};
+static SubLayerKind all_peri(int, int, int) { return SUBLAYER_PERI; }
+
 // ----------------------------------------------------------------------------------------------------------------
 // the registry: row i is the layout with header[8] = i. Every field of every row is named, in the order LayoutInfo
 // declares them (designated initializers: C++20, which g++, clang and nvcc also take in C++17 mode).
@@ -279,6 +291,31 @@ static const LayoutInfo LAYOUTS[] = {
      .kind = siamese_hybrid_kind,
      .qkv_norm = 1, .c1 = 1,
      .ablations = ABLATE_NO_DEPTH_SCALE | ABLATE_NO_LN_IN,
+     .setting = NO_SETTING,
+     .cuda = 1,
+     .init_std = nullptr},
+    {.name = "pre-qkvnorm",
+     .source = "Pre-Norm with HybridNorm's QKV-norm attention (the baseline that separates the QKV norm from the "
+               "topology)",
+     .equations = "x = x + F(LN(x)); F's attention LayerNorms q, k, v; head LN_f(x)",
+     .streams = 1,
+     .norms = {1, 1}, .norm_names = {PLAIN_NORMS_1, PLAIN_NORMS_2}, .norm_blocks = {0, 0},
+     .head_norms = 1, .head_norm_names = LNF_NORM, .head = HEAD_LN,
+     .kind = all_pre,
+     .qkv_norm = 1, .c1 = 0,
+     .ablations = 0,
+     .setting = NO_SETTING,
+     .cuda = 1,
+     .init_std = nullptr},
+    {.name = "peri",
+     .source = "Peri-LN (Kim et al. 2025, arXiv 2502.02732; the sandwich of Gemma 2 and OLMo 2)",
+     .equations = "x = x + LN_out(F(LN(x))); head LN_f(x)",
+     .streams = 1,
+     .norms = {4, 4}, .norm_names = {PERI_NORMS_1, PERI_NORMS_2}, .norm_blocks = {0, 0},
+     .head_norms = 1, .head_norm_names = LNF_NORM, .head = HEAD_LN,
+     .kind = all_peri,
+     .qkv_norm = 0, .c1 = 0,
+     .ablations = 0,
      .setting = NO_SETTING,
      .cuda = 1,
      .init_std = nullptr},

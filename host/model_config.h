@@ -63,6 +63,13 @@ static const LayoutInfo& layout_of(const GPT2Config& c) {
 static SubLayerKind sublayer_kind(const GPT2Config& c, int s) {
     return layout_of(c).kind(s, c.num_layers, c.layout_setting);
 }
+// the layout has a LayerNorm on F's output (slot LN_OUT) at its boundaries: peri
+static int has_output_norm(const GPT2Config& c) {
+    const LayoutInfo& l = layout_of(c);
+    for (int k = 0; k < 2; k++)
+        if (l.norms[k] > LN_OUT && l.norm_names[k][2 * LN_OUT]) return 1;
+    return 0;
+}
 
 // the layout's own setting (header[10]) for a model of L blocks when no flag gives one: its default (0: none)
 static int default_layout_setting(int norm, int L) {

@@ -2,13 +2,14 @@
 # The speed table of the CUDA trainer, beside its PyTorch peer. On a lent GPU it is the last stage of the one call,
 # tests/gpu_check.sh (d12 and d48; the top of that script has the call, word for word); run alone (`make bench-gpu`,
 # on a GPU of one's own) it measures GPT-2's four sizes in at most 5 minutes. In order:
-#   1. ./train_gpt2cu (bf16, as built) for each size and layout at T = 1024 (pre, siamese, post, and mix, Mix-LN at
-#      its default --mix-alpha, last "where it fits"): ms/step, tokens/s, MFU, GPU memory, and the overhead of
-#      SiameseNorm (and Post-Norm, Mix-LN) over Pre-Norm at the same size
+#   1. ./train_gpt2cu (bf16, as built) for each size and layout at T = 1024 (pre, siamese, siamese-hybrid, hybrid,
+#      post, and mix, Mix-LN at its default --mix-alpha, last "where it fits"): ms/step, tokens/s, MFU, GPU memory,
+#      and the overhead of each layout over Pre-Norm at the same size
 #   2. the three attentions (materialized, flash, cuDNN: ./train_gpt2cu_cudnn has all three) at each size of
 #      ATT_SIZES, Pre-Norm: which is fastest where (the default attention is to be chosen by this and nothing else)
 #   3. tests/bench_torch.py, the same models in PyTorch (torch.compile, bf16 autocast, flash SDPA, fused AdamW) at
-#      the sizes of TORCH_SIZES and the same steps: its tokens/s beside ours, and the ratio
+#      the sizes of TORCH_SIZES and the same steps: its tokens/s beside ours, and the ratio (pre, siamese and post:
+#      the layouts it has a model of; the other rows have none)
 #   4. (PROFILE=1, alone only) tools/profile_gpu: where a d12 step's time goes, part by part, with each attention,
 #      and without cuBLASLt's epilogues
 # All measured in this one run: random tokens over GPT-2's vocabulary (speed does not depend on the text); the
@@ -22,7 +23,7 @@
 # /tmp/bench_gpu. A measurement, not a test.
 # Usage: bash tests/bench_gpu.sh [extra trainer flags, e.g. -r 1]   (BIN=./train_gpt2cu for another build)
 # Environment: STEPS (default 15); SIZES (default "d12:16 d24:16 d36:8 d48:8", shape:micro-batch); LAYOUTS (default
-# "pre siamese post mix"); ATT_SIZES and TORCH_SIZES (default: SIZES; "" leaves the part out); TORCH=0 leaves the
+# "pre siamese siamese-hybrid hybrid post mix", in that order: a part cut at its share loses the last rows); ATT_SIZES and TORCH_SIZES (default: SIZES; "" leaves the part out); TORCH=0 leaves the
 # PyTorch peer out; PROFILE (default 1); the parts' seconds TRAINER_S, ATTENTION_S, TORCH_S, PROFILE_S (defaults
 # 90, 45, 55, 35). tests/gpu_check.sh sets NO_BUILD=1 (the programs are built, and the build is not timed again)
 # and GPU_NAME (the GPU is probed already). (TF32 in the float32 build was measured once, before bf16: 3.07x at
@@ -33,7 +34,8 @@ cd "$(dirname "$0")/.."
 BIN=${BIN:-./train_gpt2cu}
 STEPS=${STEPS:-15}
 SIZES=${SIZES:-"d12:16 d24:16 d36:8 d48:8"}
-LAYOUTS=${LAYOUTS:-"pre siamese post mix"}
+LAYOUTS=${LAYOUTS:-"pre siamese siamese-hybrid hybrid post mix"}
+TORCH_HAS="pre siamese post"  # the layouts tests/bench_torch.py has a model of
 ATT_SIZES=${ATT_SIZES-$SIZES}
 TORCH_SIZES=${TORCH_SIZES-$SIZES}
 [ "${TORCH:-1}" = 1 ] || TORCH_SIZES=""
@@ -121,9 +123,9 @@ table() {  # [final]: a dry run writes it once, at the end
     {
     echo "=== $GPU_NAME; $BIN ${EXTRA[*]}; T=$T, median of steps 6..$STEPS; $((SECONDS - T0))s in all"
     echo "tree: $TREE"
-    printf '%-5s %-8s %3s | %8s | %9s | %6s | %8s | %-9s | %11s | %10s | %s\n' size layout B "ms/step" "tokens/s" \
+    printf '%-5s %-14s %3s | %8s | %9s | %6s | %8s | %-9s | %11s | %10s | %s\n' size layout B "ms/step" "tokens/s" \
         MFU "GPU MiB" "vs pre" "torch tok/s" "ours/torch" "torch GiB"
-    echo "------------------+----------+-----------+--------+----------+-----------+-------------+------------+----------"
+    echo "------------------------+----------+-----------+--------+----------+-----------+-------------+------------+----------"
     local size shape B layout ms tps vs ttps ratio
     for size in $SIZES; do
         shape=${size%%:*} B=${size##*:}
@@ -137,13 +139,13 @@ table() {  # [final]: a dry run writes it once, at the end
             [ -n "$ttps" ] || ttps=$(torch_field "$shape" "$layout" error | cut -c1-11)
             [ -n "$ttps" ] || ttps=$(torch_field "$shape" "$layout" skipped | sed 's/^/skipped: /')
             ratio=$(awk -v a="$tps" -v b="$ttps" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2fx", a / b; else print "-" }')
-            printf '%-5s %-8s %3s | %8s | %9s | %6s | %8s | %-9s | %11s | %10s | %s\n' "$shape" "$layout" "$B" "$ms" \
+            printf '%-5s %-14s %3s | %8s | %9s | %6s | %8s | %-9s | %11s | %10s | %s\n' "$shape" "$layout" "$B" "$ms" \
                 "$tps" "${MFU[$shape,$layout]:--}" "${MIB[$shape,$layout]:--}" "$vs" "${ttps:--}" "$ratio" \
                 "$(torch_field "$shape" "$layout" gib)"
         done
     done
     echo "(vs pre: ms/step over Pre-Norm's at the same size; SiameseNorm's target is within +3%, Post-Norm's +1%;"
-    echo " mix: Mix-LN at its default --mix-alpha. torch: tests/bench_torch.py at the sizes ${TORCH_SIZES:-(none)},"
+    echo " mix: Mix-LN at its default --mix-alpha. torch: tests/bench_torch.py ($TORCH_HAS) at the sizes ${TORCH_SIZES:-(none)},"
     echo " $(grep -h '^TORCH torch=' "$RUNS/torch.log" 2> /dev/null | cut -c7- | or_dash))"
     if [ -n "$ATT_SIZES" ]; then
         echo
@@ -212,7 +214,7 @@ fi
 if [ -n "$TORCH_SIZES" ]; then
     stage torch
     left=$(stage_left)
-    torch_layouts=$(tr ' ' '\n' <<< "$LAYOUTS" | grep -vx mix | paste -sd, -)  # bench_torch.py has no Mix-LN
+    torch_layouts=$(tr ' ' '\n' <<< "$LAYOUTS" | grep -xF -f <(tr ' ' '\n' <<< "$TORCH_HAS") | paste -sd, -)
     run_step torch "$left" env PYTHONUNBUFFERED=1 $TORCH_PY tests/bench_torch.py --bench \
         --sizes "$(tr ' ' ',' <<< "$TORCH_SIZES")" --layouts "$torch_layouts" -t $T --steps "$STEPS" \
         --budget $((left > 30 ? left - 15 : 1))

@@ -23,6 +23,12 @@ declare -A STAGE_SECONDS STAGE_STEPS
 STEP_ORDER=()
 STAGE_ORDER=()
 STAGE="" STAGE_END=0   # the stage now running and when it must end (in $SECONDS)
+# A step's output goes to its log line by line, not in blocks: a program whose stdout is a file keeps up to a few KiB
+# in its buffer (doctest's MESSAGE lines, for one), and a step cut at its timeout would lose them with its buffer.
+# stdbuf (coreutils) makes C's stdio, and so C++'s std::cout, flush at every newline in the program and the ones it
+# starts (compute-sanitizer's target too)
+LINE_BUFFERED=()
+command -v stdbuf > /dev/null && LINE_BUFFERED=(stdbuf -oL -eL)
 DRY_CLOCK=0            # DRY_RUN: where the stages would be, each taking its nominal seconds
 
 die() { echo "error: $*" >&2; exit 2; }
@@ -208,7 +214,8 @@ launch_step() {
     fi
     # its seconds from its own end (wait_steps may collect a step that ran beside others long after it ended)
     STEP_EPOCH[$name]=$(date +%s)
-    ( timeout --kill-after=5 "$seconds" "$@"; rc=$?; date +%s > "$RUNS/$name.end"; exit $rc ) > "$RUNS/$name.log" 2>&1 &
+    ( timeout --kill-after=5 "$seconds" "${LINE_BUFFERED[@]}" "$@"; rc=$?; date +%s > "$RUNS/$name.end"; exit $rc ) \
+        > "$RUNS/$name.log" 2>&1 &
     STEP_PID[$name]=$!
 }
 
@@ -258,12 +265,28 @@ test_log_passed() {  # LOG RC [FILTERED]
     [ "$(sed -E 's/.*: *([0-9]+) *\|.*/\1/' <<< "$line")" -gt 0 ]
 }
 
-# one word for a step: ok, FAILED (rc), TIMED OUT, not run
+# one word for a step: ok, FAILED (rc), TIMED OUT (cut at Ns: what it printed until then is in its log), not run
 step_word() {  # NAME [passed?]
     local rc=${STEP_RC[$1]:--}
     if [ "$rc" = "-" ]; then echo "not run"
-    elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo "TIMED OUT"
+    elif step_cut "$1"; then echo "TIMED OUT (cut at ${STEP_SECONDS[$1]:-?}s)"
     elif [ "$rc" = 0 ] && [ "${2:-1}" = 1 ]; then echo "ok"
     else echo "FAILED ($rc)"
     fi
+}
+step_cut() { [ "${STEP_RC[$1]:-}" = 124 ] || [ "${STEP_RC[$1]:-}" = 137 ]; }  # NAME: it ran out of its time
+
+# The layouts the CUDA trainer runs, one a line, in the registry's order: host/layouts.h asked itself (its rows'
+# `cuda` field, through a three-line program), so that a layout added to the registry is in the summary's tables
+# without an edit here. Fails with the compiler's message where it cannot be built.
+cuda_layouts() {
+    local dir rc
+    dir=$(mktemp -d) || return 1
+    printf '%s\n' '#include "host/layouts.h"' '#include <cstdio>' \
+        'int main() { for (int i = 0; i < NUM_LAYOUTS; i++) if (LAYOUTS[i].cuda) puts(LAYOUTS[i].name); }' > "$dir/q.cpp"
+    g++ -std=c++17 -I. -o "$dir/q" "$dir/q.cpp" 2> "$dir/err" && "$dir/q"
+    rc=$?
+    [ $rc = 0 ] || head -c 300 "$dir/err" >&2
+    rm -rf "$dir"
+    return $rc
 }

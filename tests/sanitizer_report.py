@@ -2,6 +2,8 @@
 """compute-sanitizer's findings, told apart: the project's own kernels, or the libraries' (cuBLAS, cuBLASLt, cuDNN).
 
     python3 tests/sanitizer_report.py LOG [LOG ...]
+    python3 tests/sanitizer_report.py --kernel-filters
+    python3 tests/sanitizer_report.py --check-filters PROGRAM
 
 tests/gpu_check.sh runs compute-sanitizer (memcheck, racecheck, synccheck, initcheck) on the bf16 test program,
 whose products run in cuBLAS and cuBLASLt and whose cuDNN attention runs in cuDNN: a finding in one of their kernels
@@ -17,6 +19,20 @@ is excused unless it is shown to be a library's. For each log one line:
 (warnings: racecheck's "Warning" hazards, counted apart and in neither column). Errors the tool counted in its
 summary but did not print (past --print-limit) cannot be told apart and count as ours. The exit status is 0 unless a
 log cannot be read.
+
+--kernel-filters prints, one argument a line, compute-sanitizer's options that make a tool check our kernels alone
+(tests/gpu_check.sh gives them to racecheck and synccheck, whose time would otherwise go on cuBLAS's kernels): one
+`--kernel-name kns=<length><name>` for each of the kernels above. compute-sanitizer matches a filter against the
+kernel's mangled name (kns: a substring of it), and the filters of several options add up (any one matching is
+checked). A C++ name is mangled as its length followed by the name, `_Z10foo_kernelPf` (`_ZL...` static, `I...E` after
+it for a template's arguments, `N...E` around it in a namespace), so "10foo_kernel" is in every mangling of
+foo_kernel, and in another kernel's only where that one's name begins with foo_kernel and is 110, 210, ... long.
+
+--check-filters PROGRAM holds that to what nvcc compiled into a built program (nm's symbols; no GPU needed): nvcc
+writes a host stub for every __global__ function (__device_stub__Z<mangled name>, or __wrapper__device_stub_<name>
+for a template) and a host function of the kernel's own mangled name; each of those kernels must be one of ours
+above (or it would be counted a library's and left out of the filters), and each of its mangled names must hold
+its filter. One line; exit status 1 when a kernel fails either.
 """
 import os
 import re
@@ -145,10 +161,60 @@ def report(path, ours):
     return line
 
 
+def kernel_filters(ours):
+    """compute-sanitizer's arguments that select our kernels (see the top of the file)"""
+    args = []
+    for name in sorted(ours):
+        args += ["--kernel-name", "kns=%d%s" % (len(name), name)]
+    return args
+
+
+def check_filters(program, ours):
+    """the filters against the kernels compiled into `program` (see the top of the file): (ok, line)"""
+    import subprocess
+    try:
+        symbols = subprocess.run(["nm", program], capture_output=True, text=True, check=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError) as e:
+        return False, "error: nm cannot list the symbols of '%s' (%s)" % (program, e)
+    filters = [a[4:] for a in kernel_filters(ours) if a.startswith("kns=")]
+    compiled = set()
+    for s in symbols:
+        m = re.match(r"_Z\d+__device_stub__ZL?(\d+)", s)
+        if m:
+            compiled.add(s[m.end():m.end() + int(m.group(1))])
+        m = re.match(r"_Z(\d+)__wrapper__device_stub_", s)
+        if m:
+            compiled.add(s[m.end(1):m.end(1) + int(m.group(1))][len("__wrapper__device_stub_"):])
+    mangled = [s for s in symbols if re.match(r"_ZL?\d", s) and "device_stub" not in s]
+    problems = []
+    for name in sorted(compiled):
+        if name not in ours:
+            problems.append("%s is compiled in but is not one of ours (no filter; its findings would count as a "
+                            "library's)" % name)
+        kernels = [s for s in mangled if re.match(r"_ZL?%d%s" % (len(name), name), s)]
+        if not kernels or not all(any(f in k for f in filters) for k in kernels):
+            problems.append("%s: no filter matches its mangled name %s" % (name, (kernels or ["(none)"])[0]))
+    if not compiled:
+        problems.append("no kernel stub found")
+    if problems:
+        return False, "FILTERS %s: %s" % (program, "; ".join(problems[:4]) + (" ..." if len(problems) > 4 else ""))
+    return True, "FILTERS %s: its %d kernels are ours, each matched by its filter (%d filters)" % (
+        program, len(compiled), len(filters))
+
+
 def main():
     if len(sys.argv) < 2:
-        sys.exit("usage: python3 tests/sanitizer_report.py LOG [LOG ...]")
+        sys.exit("usage: python3 tests/sanitizer_report.py LOG [LOG ...] | --kernel-filters")
     ours = our_kernels()
+    if sys.argv[1:] == ["--kernel-filters"]:
+        if not ours:
+            sys.exit("error: no __global__ function found in %s" % ", ".join(SOURCES))
+        print("\n".join(kernel_filters(ours)))
+        return
+    if sys.argv[1] == "--check-filters" and len(sys.argv) == 3:
+        ok, line = check_filters(sys.argv[2], ours)
+        print(line)
+        sys.exit(0 if ok else 1)
     rc = 0
     for path in sys.argv[1:]:
         try:

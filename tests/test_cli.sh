@@ -135,7 +135,7 @@ expect_error "flag without its value" "needs a value" $BIN "${DATA[@]}" -b
 expect_error "unknown GPT-2 shape" "known shapes" $BIN "${DATA[@]}" -b 2 -t 16 -v 0 -s 0 -e d13
 expect_error "heads that do not divide channels" "divisible" $BIN "${DATA[@]}" --channels 30 --heads 4 -b 2 -t 16 -v 0 -s 0
 expect_error "siamese ablation on pre-norm" "apply to the siamese and siamese-hybrid layouts only \(not pre\)" $BIN "${DATA[@]}" "${TINY[@]}" --norm pre --no-ln-in
-for norm in hybrid hybrid-star; do
+for norm in hybrid hybrid-star pre-qkvnorm peri; do
     expect_error "siamese ablation on $norm" "siamese-hybrid layouts only \(not $norm\)" $BIN "${DATA[@]}" "${TINY[@]}" --norm $norm --no-depth-scale
 done
 for ablation in --no-ln-in --no-depth-scale; do  # siamese-hybrid takes both: header[9] says which
@@ -164,7 +164,7 @@ expect_error "--mix-alpha for another layout" "--mix-alpha applies to --norm mix
 if $BIN "${DATA[@]}" "${TINY[@]}" --layers 4 --norm mix --mix-alpha 0.5 --print-tensors 2>/dev/null | grep -q '"layout": "mix", "ablations": 0, "layout_setting": 2,'
 then ok "--norm mix --mix-alpha 0.5 at 4 layers: header[10] = 2 Post-LN blocks"; else bad "--mix-alpha 0.5" "no layout_setting 2"; fi
 if [ -x ./train_gpt2cu ]; then  # parsed before the device starts, so this holds without a GPU too
-    expect_error "a layout the CUDA trainer does not run" "the CUDA trainer runs the layouts pre, post, siamese, mix, hybrid, hybrid-star and siamese-hybrid" \
+    expect_error "a layout the CUDA trainer does not run" "the CUDA trainer runs the layouts pre, post, siamese, mix, hybrid, hybrid-star, siamese-hybrid, pre-qkvnorm and peri" \
         ./train_gpt2cu "${DATA[@]}" --norm deepnorm
     expect_error "--attention with an unknown name (CUDA trainer)" "--attention expects materialized, flash or cudnn" \
         ./train_gpt2cu "${DATA[@]}" --attention fast

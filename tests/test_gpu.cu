@@ -387,7 +387,8 @@ TEST_CASE("pre, siamese and siamese-hybrid with C > 2048 match the CPU reference
 // clip is half the first gradient norm, so at least the first step clips), on CPU and GPU side by side.
 TEST_CASE("ten AdamW steps with accumulation and clipping give the CPU reference's losses") {
     const int layouts[][2] = {{NORM_PRE, 0},         {NORM_POST, 0},          {NORM_SIAMESE, 0},
-                              {NORM_SIAMESE, ABLATE_NO_LN_IN}, {NORM_HYBRID_STAR, 0}, {NORM_SIAMESE_HYBRID, 0}};
+                              {NORM_SIAMESE, ABLATE_NO_LN_IN}, {NORM_HYBRID_STAR, 0}, {NORM_SIAMESE_HYBRID, 0},
+                              {NORM_PERI, 0}};
     for (const auto& layout : layouts) {
         Problem p = make_problem("steps", layout[0], layout[1], 2, 64, 4, 32, 60, 2, 16);
         Problem p2 = make_problem("steps", layout[0], layout[1], 2, 64, 4, 32, 60, 2, 16, 4242);  // 2nd micro-batch
@@ -528,6 +529,28 @@ TEST_CASE("QKV-norm layouts with -r 1 and flash attention match the CPU referenc
                       SMALL_NORM_BOUND, SMALL_MAX_BOUND, flash_r1, FLASH_BOUND);
 }
 
+// The two baselines: pre-qkvnorm (pre's boundaries around the QKV-norm attention) and peri (Peri-LN: pre's start,
+// and an end that LayerNorms z before the add, keeping z for LN_out's backward; at the head peri's end, then LN_f).
+// Each at head size 48 or 34 and at C = 90 (no packs of 8), with -r 1 (u recomputed from the kept statistics;
+// pre-qkvnorm's q, k, v too) and with flash attention, against the CPU and the default
+TEST_CASE("pre-qkvnorm and peri: logits, loss and every gradient match the CPU reference, with -r 1 and flash") {
+    Variant r1 = {1, ATTENTION_MATERIALIZED}, flash = {0, ATTENTION_FLASH}, flash_r1 = {1, ATTENTION_FLASH};
+    check_against_cpu(make_problem("pre-qkvnorm", NORM_PRE_QKVNORM, 0, 3, 96, 2, 32, 60, 2, 20), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND);
+    check_against_cpu(make_problem("peri", NORM_PERI, 0, 3, 136, 4, 32, 60, 3, 20), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND);
+    check_against_cpu(make_problem("peri-c90", NORM_PERI, 0, 2, 90, 3, 32, 60, 2, 24), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND);
+    check_against_cpu(make_problem("pre-qkvnorm-r1", NORM_PRE_QKVNORM, 0, 2, 90, 3, 32, 60, 2, 20), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, r1, RECOMPUTE_BOUND);
+    check_against_cpu(make_problem("peri-r1", NORM_PERI, 0, 2, 136, 4, 32, 60, 3, 20), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, r1, RECOMPUTE_BOUND);
+    check_against_cpu(make_problem("pre-qkvnorm-flash-r1", NORM_PRE_QKVNORM, 0, 2, 64, 2, 80, 60, 2, 70),
+                      SMALL_NORM_BOUND, SMALL_MAX_BOUND, flash_r1, FLASH_BOUND);
+    check_against_cpu(make_problem("peri-flash", NORM_PERI, 0, 2, 64, 4, 80, 60, 2, 75), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, flash, FLASH_BOUND);
+}
+
 // Long rows: at T = 264 (33 packs of 8 bf16 keys, 66 of 4 floats) a lane of the softmax kernels walks several packs
 // and flash attention several tiles of 64, the last one partial; T = 300 is a multiple of neither 8 nor 4, so the
 // softmax goes key by key (the flash attention held against the CPU, the materialized against the flash). The other
@@ -638,6 +661,11 @@ TEST_CASE("cuDNN attention: pre, post, siamese, QKV-norm layouts match the CPU a
                       SMALL_NORM_BOUND, SMALL_MAX_BOUND, cudnn, FLASH_BOUND);
     check_against_cpu(make_problem("siamese-hybrid-cudnn-r1", NORM_SIAMESE_HYBRID, 0, 2, 64, 4, 32, 60, 3, 24),
                       SMALL_NORM_BOUND, SMALL_MAX_BOUND, cudnn_r1, FLASH_BOUND);
+    // the two baselines: pre-qkvnorm's normalized rows as the QKV-norm layouts', Peri-LN's boundaries around it
+    check_against_cpu(make_problem("pre-qkvnorm-cudnn-r1", NORM_PRE_QKVNORM, 0, 2, 64, 2, 80, 60, 2, 70),
+                      SMALL_NORM_BOUND, SMALL_MAX_BOUND, cudnn_r1, FLASH_BOUND);
+    check_against_cpu(make_problem("peri-cudnn", NORM_PERI, 0, 2, 64, 4, 40, 60, 2, 33), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, cudnn, FLASH_BOUND);
 
     // sampling's forward passes: one sequence at lengths 1, 2, 3 (a graph each), the logits against the CPU's
     Problem p = make_problem("pre-cudnn-sampling", NORM_PRE, 0, 2, 64, 2, 32, 60, 1, 8);

@@ -5,8 +5,13 @@
 #   there is none (also when nvidia-smi answers but CUDA does not start), and never print a passing table; the one
 #   call's dry run (DRY_RUN=1) fits 560 s, lists every step within its stage's share and prints the budget table,
 #   and the call is written word for word where a session reads it; a stage's share holds (a slow stage is cut,
-#   a fast one passes its time on); a SKIPPED or failed test log never reads as passed; tests/sanitizer_report.py
-#   tells the project's kernels from cuBLAS's and cuDNN's; tools/compare_logs.py tells equal logs from different
+#   a fast one passes its time on, a program cut there keeps the lines it printed); the summary, on stand-in programs'
+#   made-up logs, gives every layout the CUDA trainer runs its own row (from the registry: a planted row gets one; the
+#   planted case of issue 27, siamese at 8e-3 and siamese-hybrid at 2.9e-2, apart), a NaN as the worst, and says
+#   where a stage was cut, with what it found until then; a SKIPPED or failed test log never reads as passed;
+#   tests/sanitizer_report.py tells the project's kernels from cuBLAS's and cuDNN's, and its kernel filters for
+#   racecheck and synccheck match every kernel compiled into tests/test_gpu_bf16; each of the sanitizers' case filters
+#   selects a test case; tools/compare_logs.py tells equal logs from different
 #   ones; and tests/bench_torch.py's PyTorch model computes ./reference_cpu's validation loss from its checkpoints
 #   for every layout, all in one process (so the GPU bench's peer runs our model).
 # Ends with "N passed, N failed".
@@ -112,9 +117,9 @@ sed -n '/^budget (DRY_RUN=1/,/^  total/p' "$W/dry/summary.txt" > "$W/plan.txt"
 check "the dry run prints the budget table, every stage in order" bash -c \
     "awk '\$1 != \"stage\" && \$1 != \"budget\" { print \$1 }' '$W/plan.txt' | paste -sd' ' |
      grep -qx 'probe build gradients cudnn e2e d12 peer t1024 d48 resume sanitizers bench after total'"
-steps=27  # build, its fp32 beside it, test_gpu_bf16, 2 e2e, 4 d12, peer, 4 T=1024, d48, resume, 4 sanitizers,
+steps=33  # build, its fp32 beside it, test_gpu_bf16, 2 e2e, 6 d12, peer, 8 T=1024, d48, resume, 4 sanitizers,
           # the bench; after them test_gpu, e2e and 3 d12 in fp32, their peer; + the cuDNN build, test, T=1024
-[ -f "$PREP/cudnn-frontend/include/cudnn_frontend.h" ] && steps=30
+[ -f "$PREP/cudnn-frontend/include/cudnn_frontend.h" ] && steps=36
 check "every step of gpu_check is in the dry run ($steps)" test "$(grep -c '^\[dry run\]' "$W/dry.txt")" -eq $steps
 # each step's timeout within its stage's nominal seconds and the plan's slack (560 - their sum); the builds beside
 # the stages and the steps after them aside
@@ -128,6 +133,29 @@ check "no step's timeout exceeds its stage's share" awk -v slack=$((560 - ${budg
         }
     }
     END { exit bad }' "$W/plan.txt"
+# the sanitizers' cases (doctest -tc filters) against tests/test_gpu.cu's test cases, listed by the emulated build
+# (make test has built it by now): each filter selects a case, so that a case renamed does not drop out of the
+# sanitizers unnoticed
+if [ -x tests/test_gpu_emu_bf16 ]; then
+    : > "$W/san_cases.txt"
+    IFS=, read -r -a filters <<< "$(sed -n 's/^\[dry run\] san_memcheck: .* -tc=//p' "$W/dry.txt")"
+    for f in "${filters[@]}"; do
+        n=$(tests/test_gpu_emu_bf16 -ltc -tc="$f" 2>&1 | sed -n 's/^\[doctest\] unskipped test cases passing the current filters: //p')
+        echo "${n:-0} $f" >> "$W/san_cases.txt"
+    done
+    check "each of the sanitizers' ${#filters[@]} case filters selects a test case of tests/test_gpu.cu" bash -c \
+        "cat '$W/san_cases.txt'; [ ${#filters[@]} -ge 13 ] && ! grep -q '^0 ' '$W/san_cases.txt'"
+else
+    echo "SKIPPED: the sanitizers' case filters against tests/test_gpu.cu (tests/test_gpu_emu_bf16 is not built)"
+fi
+# the table's arithmetic: the stages' seconds add up to its total, and each stage ends by the previous one's end plus
+# its own seconds, the last at the whole budget (560 s)
+check "the budget table sums right (stages = total, each 'ends by' = the last + its seconds, the last at 560 s)" awk '
+    $1 == "stage" || $1 == "budget" || $1 == "after" { next }
+    $1 == "total" { total = $2; next }
+    { sum += $2; end = $3 + 0; if (prev != "" && end != prev + $2) { print "ends by:", $0; bad = 1 } prev = end }
+    END { if (sum != total || end != 560 || total > 560) { print "sum", sum, "total", total, "last end", end; bad = 1 }
+          exit bad }' "$W/plan.txt"
 check "the dry run's summary claims nothing passed" bash -c "! grep -qE 'gpu_check: [0-9]+ passed' '$W/dry/summary.txt'"
 check "the summary has the NCCL check after the stages" \
     grep -q '^  NCCL back end, one rank (tests/gpu_nccl_check.sh): dry run' "$W/dry/summary.txt"
@@ -197,6 +225,20 @@ check "sanitizer_report: cuBLAS's kernel and cuDNN's API call are the libraries'
 check "sanitizer_report: a clean log is clean; a library's only finding is not ours" bash -c \
     "grep -q '^SANITIZER san_clean.log ours=0 libraries=0 warnings=0' '$W/san.txt' &&
      grep -q '^SANITIZER san_library.log ours=0 libraries=1 ' '$W/san.txt'"
+# racecheck's and synccheck's kernel filters (--kernel-filters: a --kernel-name kns=<length><name> for each kernel)
+# against what nvcc compiled (make test has built tests/test_gpu_bf16 by now): every kernel in it is ours and its
+# mangled name holds its filter; with attention.cuh left out of the sources, its kernels are named as missed
+if [ -x tests/test_gpu_bf16 ]; then
+    check "sanitizer_report --check-filters: every kernel compiled into tests/test_gpu_bf16 is ours and matched" \
+        python3 tests/sanitizer_report.py --check-filters tests/test_gpu_bf16
+    mkdir -p "$W/nosrc/tests" && cp tests/sanitizer_report.py "$W/nosrc/tests/" &&
+        cp train_gpt2.cu siamese.cuh cuda_common.cuh "$W/nosrc/"
+    check "... and fails, naming the kernel, where a source is left out (attention.cuh)" bash -c \
+        "! python3 '$W/nosrc/tests/sanitizer_report.py' --check-filters tests/test_gpu_bf16 > '$W/nosrc.txt' ||
+         exit 1; grep -q 'flash_attention_backward_d_kernel is compiled in but is not one of ours' '$W/nosrc.txt'"
+else
+    echo "SKIPPED: the kernel filters against a built tests/test_gpu_bf16 (not built: make tests/test_gpu_bf16)"
+fi
 
 # --- the check's own path (not the dry run), end to end on stand-in programs: a stand-in nvidia-smi, nvcc, make
 # (which writes stand-ins of the programs it is asked for), compute-sanitizer and PyTorch, in a copy of the tree, so
@@ -232,10 +274,24 @@ cat > "$M/program" << 'SH'
 name=$(basename "$0")
 case $name in
     test_gpu|test_gpu_bf16)
-        for l in pre post siamese mix; do
-            echo "[doctest] MESSAGE: GRADCHECK $l norm_rel=1.00e-02 (fcw) max_rel=2.00e-02 (wte) loss_rel=1.0e-05 logits_rel=4.0e-03"
-            echo "[doctest] MESSAGE: STEPCHECK $l worst_rel=1.00e-03 clipped_steps=3"
+        # made-up cases, labelled as tests/test_gpu.cu labels them: siamese at 8e-3 and siamese-hybrid at 2.9e-2
+        # (each in its own row; a label's layout is the longest name that begins it), hybrid's and hybrid-star's
+        # apart, the ablations in their layout's row, a NaN (post-flash), and the planted registry rows' cases
+        grad() { echo "[doctest] MESSAGE: GRADCHECK $1 norm_rel=$2 (fcw) max_rel=$3 (wte) loss_rel=1.0e-05 logits_rel=4.0e-03"; }
+        grad pre 1.00e-02 2.00e-02; grad post 1.00e-02 2.00e-02; grad mix-p1 1.00e-02 2.00e-02
+        grad siamese 8.00e-03 1.60e-02; grad siamese-no-ln-in 7.00e-03 1.70e-02; grad siamese-c90 6.00e-03 1.80e-02
+        grad siamese-hybrid 2.90e-02 3.10e-02; grad siamese-hybrid-no-ln-in 1.10e-02 2.00e-02
+        grad siamese-hybrid-wide 9.00e-03 4.00e-02; grad hybrid 1.20e-02 2.20e-02; grad hybrid-star-r1 1.50e-02 2.50e-02
+        grad pre-planted-r1 4.00e-02 5.00e-02; grad planted-cpu 9.00e-02 9.00e-02; grad post-flash -nan 1.00e-02
+        for l in pre post siamese siamese-no-ln-in hybrid-star siamese-hybrid; do
+            echo "[doctest] MESSAGE: STEPCHECK $l worst_rel=$([ $l = siamese-hybrid ] && echo 3.00e-03 || echo 1.00e-03) clipped_steps=3"
         done
+        case "$*" in
+            *-tc=*) ;;
+            *) if [ "${MOCK_CUT:-}" = "$name" ]; then  # MOCK_CUT: that program (its unfiltered run) is cut here
+                   echo "TEST CASE: long rows; CRASHED: SIGTERM - Termination request signal"; exit 124
+               fi ;;
+        esac
         echo "[doctest] MESSAGE: LSECHECK Vp=64 training: loss 124.530792 (want 124.530791, rel 1.2e-08)"
         echo "[doctest] MESSAGE: LTCHECK 8 products of one step ran with a cuBLASLt epilogue, 0 fell back"
         case "$*" in
@@ -271,8 +327,18 @@ cat > "$M/bin/compute-sanitizer" << 'SH'
 #!/usr/bin/env bash
 [ "$1" = --version ] && { echo "Version 2025.3.1 (stand-in)"; exit 0; }
 tool=$2
-while [ "${1#-}" != "$1" ]; do case $1 in --tool|--error-exitcode|--print-limit) shift 2 ;; *) shift ;; esac; done
+echo "$*" > "$MOCK/sanitizer_$tool.args"  # what it was given (for the kernel filters' check)
+while [ "${1#-}" != "$1" ]; do
+    case $1 in --tool|--error-exitcode|--print-limit|--kernel-name|--kernel-name-exclude) shift 2 ;; *) shift ;; esac
+done
 echo "========= COMPUTE-SANITIZER"
+if [ "$tool" = memcheck ] && [ -n "${MOCK_CUT:-}" ]; then  # MOCK_CUT: memcheck is cut at its timeout (124)
+    "$@" | head -n 4
+    echo "========= Uninitialized __global__ memory read of size 4 bytes"
+    echo "=========     at 0x10 in cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x4_tn_align8(void)"
+    echo "========="
+    exit 124
+fi
 "$@"
 rc=$?
 if [ "$tool" = racecheck ]; then  # a hazard in cuBLAS's kernel (not ours)
@@ -290,6 +356,16 @@ fi
 echo "========= ERROR SUMMARY: 0 errors"
 exit $rc
 SH
+cat > "$M/bin/nm" << 'SH'
+#!/usr/bin/env bash
+# a stand-in nm: the symbols nvcc writes for each of our kernels (its host stub and its host function), as if the
+# stand-in program were built from our sources
+python3 tests/sanitizer_report.py --kernel-filters | sed -n 's/^kns=//p' | while read -r k; do
+    stub="__device_stub__Z${k}v"
+    echo "0000000000000000 t _Z${#stub}${stub}v"
+    echo "0000000000000000 t _Z${k}v"
+done
+SH
 cat > "$M/bin/torchpy" << 'SH'
 #!/usr/bin/env bash
 # a stand-in PyTorch: the version, no nvidia.cudnn, and tests/bench_torch.py's lines
@@ -306,6 +382,12 @@ else
 fi
 SH
 chmod +x "$M/bin"/* "$M/program"
+# two rows planted in the copy's registry: pre-planted, which the CUDA trainer runs (a label "pre-planted-r1" is its
+# case, not pre's), and planted-cpu, which it does not (no row in the summary)
+awk '/^static const LayoutInfo LAYOUTS\[\] = \{/ { in_rows = 1 }
+     in_rows && /^\};/ { print "    {.name = \"pre-planted\", .kind = all_pre, .cuda = 1},"
+                         print "    {.name = \"planted-cpu\", .kind = all_pre, .cuda = 0},"; in_rows = 0 }
+     { print }' host/layouts.h > "$M/tree/host/layouts.h"
 # where this machine has no nvcc, gpu-prep fetched no cuDNN frontend: the stand-ins' prepared folder gets a stand-in
 # of its header, so that the cuDNN steps run on the stand-ins there too
 MOCK_PREP=$PREP
@@ -329,20 +411,75 @@ check "gpu_check on stand-ins: every stage runs; all passes but the two planted 
     "[ \$(cat '$W/mock_out.rc') != 0 ] && tail -n 1 '$S' |
      grep -qE '^gpu_check: 2[0-9] passed, 2 failed, 0 not run \\(test_gpu_bf16: FAILED \\(1\\) san_memcheck: FAILED \\(9\\)\\)\$'"
 check "... the summary reads the gradients, the cuDNN refusal, the classifier and cuBLASLt lines" bash -c \
-    "grep -q '^  siamese  | 1.0e-02/2.0e-02 | 1.00e-03' '$S' && grep -q '^  CUDNNREFUSED B=1 T=1 NH=2 hs=16' '$S' &&
+    "grep -q '^  pre  *| 1.0e-02/2.0e-02 | pre  *| 1.0e-03  *| 1\$' '$S' && grep -q '^  CUDNNREFUSED B=1 T=1 NH=2 hs=16' '$S' &&
      grep -q '^  classifier (log-sum-exp' '$S' && grep -q '^  cuBLASLt: 8 products' '$S'"
+# the planted case of issue 27: siamese at 8e-3 and siamese-hybrid at 2.9e-2, each in its own row (the old
+# summary matched "^siamese($|-)" and printed 2.9e-02 in siamese's row, and had no row for the other three)
+check "... every layout its own row: siamese 8.0e-03 (its ablation and C = 90 in it), siamese-hybrid 2.9e-02" bash -c \
+    "grep -q '^  siamese  *| 8.0e-03/1.8e-02 | siamese  *| 1.0e-03  *| 3\$' '$S' &&
+     grep -q '^  siamese-hybrid  | 2.9e-02/4.0e-02 | siamese-hybrid  *| 3.0e-03  *| 3\$' '$S'"
+check "... hybrid's and hybrid-star's cases apart, mix's and post's in theirs" bash -c \
+    "grep -q '^  hybrid  *| 1.2e-02/2.2e-02 | hybrid  *| -  *| 1\$' '$S' &&
+     grep -q '^  hybrid-star  *| 1.5e-02/2.5e-02 | hybrid-star-r1  *| 1.0e-03  *| 1\$' '$S' &&
+     grep -q '^  mix  *| 1.0e-02/2.0e-02 | mix-p1 ' '$S'"
+check "... a NaN gradient error is its layout's worst (awk's comparisons skip a NaN: the old summary showed 1.0e-02)" \
+    grep -q '^  post  *| -nan/2.0e-02  *| post-flash ' "$S"
+check "... the rows come from the registry: a layout added to it (CUDA) has its row, one the CUDA trainer does not run none" bash -c \
+    "grep -q '^  pre-planted  *| 4.0e-02/5.0e-02 | pre-planted-r1 ' '$S' && ! grep -q '^  planted-cpu ' '$S' &&
+     ! grep -q '^  deepnorm ' '$S'"
+check "... the gradient rows are the layouts host/layouts.h says the CUDA trainer runs, in its order" bash -c \
+    "[ \"\$(sed -n '/^  layout  *| bf16 norm/,/^  (a row/p' '$S' | sed '1d;\$d' | awk '{ print \$1 }' | paste -sd' ')\" = \
+       \"\$(cd '$M/tree' && . tests/gpu_lib.sh && cuda_layouts | paste -sd' ')\" ]"
 check "... the training table, the PyTorch peer, T = 1024, d48, resume" bash -c \
     "grep -qE '^  pre +\\| 10.500000 -> 2.55333[0-9] +\\| 2.500000 +\\| 2.500000 \\(0.0e\\+00\\)' '$S' &&
-     grep -qE 'T=1024 B=8 flash_r1 +ok +50 ms +5000 MiB  MFU 40.0%' '$S' &&
+     grep -qE 'd12 siamese +T=1024 B=8 flash_r1 +ok +50 ms +5000 MiB  MFU 40.0%' '$S' &&
+     grep -qE 'd12 siamese-hybrid +T=1024 B=8 materialized +ok +50 ms' '$S' &&
+     grep -qE 'd12 hybrid +T=1024 B=8 materialized +ok +50 ms' '$S' &&
+     grep -qE '^  siamese-hybrid +\| 10.500000 -> 2.55333[0-9] +\| 2.500000 +\| - \(-\)' '$S' &&
+     grep -qE '^  hybrid +\| 10.500000 -> 2.55333[0-9] ' '$S' &&
      grep -q 'd48 siamese T=1024 B=8 (1.5 B parameters): ok; loss .* 300 ms/step' '$S' &&
      grep -q 'resume (-y 1 at step 20 of 30, tiny siamese, bf16): ok' '$S'"
 check "... a finding in our kernel fails its tool; a cuBLAS kernel's is reported, not counted against us" bash -c \
     "grep -q '^  memcheck   1 OURS' '$S' && grep -q '^  racecheck  clean (1 in libraries)' '$S' &&
      grep -q '^  synccheck  clean\$' '$S'"
+n_kernels=$(python3 tests/sanitizer_report.py --kernel-filters | grep -c '^kns=')
+check "... racecheck and synccheck check our $n_kernels kernels alone (a --kernel-name filter each), memcheck and initcheck every kernel" bash -c \
+    "for t in racecheck synccheck; do [ \$(grep -o -- '--kernel-name kns=[0-9]*[a-z_A-Z0-9]*_kernel' '$M/sanitizer_'\$t.args | wc -l) = $n_kernels ] || exit 1; done
+     ! grep -q -- '--kernel-name' '$M/sanitizer_memcheck.args' '$M/sanitizer_initcheck.args' && [ $n_kernels -ge 30 ]"
+check "... the sanitizers run the new kernels' hard cases (head sizes 48, 30, 132; C = 90, 2112; T = 264, 300)" bash -c \
+    "for c in 'hybrid and hybrid-star' 'siamese-hybrid: logits' 'with C > 2048' 'QKV-norm layouts' 'long rows' 'C not a multiple of 8'; do
+         for t in memcheck racecheck synccheck initcheck; do grep -qF \"\$c\" '$M/sanitizer_'\$t.args || { echo \"\$t: no \$c\"; exit 1; }; done
+     done"
 check "... the bench's table (d12 and d48, each layout, the attentions, the PyTorch peer) and the NCCL line" bash -c \
     "grep -qE '^  d48   mix +8 \\| +300' '$S' && grep -qE '^  d12   siamese +16 \\| +50 .*\\+0.0%.*163840 .*2.00x' '$S' &&
      grep -qE '^  d12    16 \\| +50 \\| +50 \\| +50 \\| materialized' '$S' && grep -q '^  NCCL back end, one rank .*: nccl_check: ' '$S'"
 check "... and it comes back in at most 8 files under \$OUT" test "$(find "$W/mock_out" -type f | wc -l)" -le 8
+
+# a stage cut at its share: what it found until then stays under $OUT and the summary says it was cut. The stand-ins
+# exit as a cut step does (124, the status timeout gives it): tests/test_gpu_bf16 after its gradient lines,
+# memcheck after four lines of its program and a library's finding. (That a step is cut at its share, and keeps its
+# lines there, is the next check's.)
+mock_check "$W/mock_cut" MOCK_CUT=test_gpu_bf16
+S="$W/mock_cut/summary.txt"
+check "a cut stage: the summary says so, the gradient rows printed before the cut are there, and it counts as failed" bash -c \
+    "grep -qE '^  tests/test_gpu_bf16  TIMED OUT \(cut at [0-9]+s\)' '$S' &&
+     grep -q '^  siamese-hybrid  | 2.9e-02/4.0e-02 ' '$S' && tail -n 1 '$S' | grep -q 'test_gpu_bf16: TIMED OUT (cut at'"
+check "... a cut sanitizer: cut, with what it found until then (none ours, the library's), and over how many checks" \
+    grep -qE '^  memcheck   TIMED OUT \(cut at [0-9]+s\); until then none ours, 1 in libraries, over the first 4 checks' "$S"
+check "... the lines the cut program printed are under \$OUT (the log)" grep -q 'GRADCHECK siamese-hybrid norm_rel=2.90e-02' \
+    "$W/mock_cut/gpu_check.log"
+
+# a step cut at its share keeps every line it printed before the cut, also from a program whose stdout is a file
+# (C++ buffers it in blocks of KiB: without tests/gpu_lib.sh's stdbuf the three lines were lost with the buffer)
+printf '%s\n' '#include <iostream>' '#include <unistd.h>' \
+    'int main() { for (int i = 0; i < 3; i++) std::cout << "GRADCHECK case" << i << " norm_rel=1.0e-03\n"; sleep(30); }' \
+    > "$W/slow.cpp"
+g++ -o "$W/slow" "$W/slow.cpp"
+check "a step cut at its share (2 s) keeps the lines its program printed, and reads 'TIMED OUT (cut at 2s)'" bash -c \
+    ". tests/gpu_lib.sh; RUNS=\$(mktemp -d); T0=\$SECONDS; DEADLINE=\$((T0 + 2)); MIN_STEP_SECONDS=1
+     plan a:2; stage a; run_step slow 100 '$W/slow'; lines=\$(grep -c GRADCHECK \"\$RUNS/slow.log\"); rm -rf \"\$RUNS\"
+     echo \"rc \${STEP_RC[slow]}, \$lines lines, \$(step_word slow)\"
+     [ \"\${STEP_RC[slow]}\" = 124 ] && [ \$lines = 3 ] && step_word slow | grep -qE '^TIMED OUT \(cut at [23]s\)\$'"
 
 # --- how a test program's log reads: SKIPPED and failures are never a pass
 . tests/gpu_lib.sh

@@ -84,6 +84,10 @@ TEST_CASE("finite differences: siamese-hybrid") { check_layout(NORM_SIAMESE_HYBR
 TEST_CASE("finite differences: siamese-hybrid without depth scaling and without LN_in") {
     check_layout(NORM_SIAMESE_HYBRID, ABLATE_NO_DEPTH_SCALE | ABLATE_NO_LN_IN);
 }
+// the two baselines: Pre-Norm with the QKV-norm attention (its lnq*, lnk*, lnv*), and Peri-LN (its output
+// LayerNorms ln1o*, ln2o* beside pre's ln1*, ln2*)
+TEST_CASE("finite differences: pre-qkvnorm") { check_layout(NORM_PRE_QKVNORM, 0); }
+TEST_CASE("finite differences: peri") { check_layout(NORM_PERI, 0); }
 // C = 18 is not a multiple of the vector width: the plain-loop fallbacks of the matrix products
 TEST_CASE("finite differences: odd shape (C=18, 3 heads), every layout") {
     for (int norm = 0; norm < NUM_LAYOUTS; norm++) check_layout(norm, 0, 18, 3, norm == NORM_MIX ? 1 : 0);

@@ -30,7 +30,8 @@ static void perturb(GPT2* m, uint64_t seed) {
 static const int CASES[][3] = {{NORM_PRE, 0, 0},     {NORM_POST, 0, 0},     {NORM_SIAMESE, 0, 0}, {NORM_SIAMESE, 1, 0},
                                {NORM_SIAMESE, 2, 0}, {NORM_MIX, 0, 1},      {NORM_MIX, 0, 2},     {NORM_DEEPNORM, 0, 0},
                                {NORM_HYBRID, 0, 0},  {NORM_HYBRID_STAR, 0, 0}, {NORM_SIAMESE_HYBRID, 0, 0},
-                               {NORM_SIAMESE_HYBRID, 1, 0}, {NORM_SIAMESE_HYBRID, 2, 0}};
+                               {NORM_SIAMESE_HYBRID, 1, 0}, {NORM_SIAMESE_HYBRID, 2, 0}, {NORM_PRE_QKVNORM, 0, 0},
+                               {NORM_PERI, 0, 0}};
 
 // The plain matrix products (matmul_forward_naive, matmul_backward_naive: the math) against the tiled ones the model
 // runs, on shapes that reach every path of the tiles: full 4 x 4 tiles and the remainder rows and outputs, C not a
@@ -190,6 +191,7 @@ TEST_CASE("layout registry: every row is consistent with what its kinds need") {
                     if (k == SUBLAYER_SIAMESE) slots = {LN_X, LN_Y, LN_IN};
                     if (k == SUBLAYER_SIAMESE_C1) slots = {LN_Y};
                     if (k == SUBLAYER_RESIDUAL) slots = {};
+                    if (k == SUBLAYER_PERI) slots = {LN_X, LN_OUT};
                     for (int j : slots) read.insert({s % 2, j, s / 2});
                     c1_read |= k == SUBLAYER_SIAMESE_C1;
                     if (k == SUBLAYER_SIAMESE_C1) CHECK(s % 2 == 0);  // c1 is the attention boundary's
@@ -499,9 +501,9 @@ TEST_CASE("SiameseNorm forward: the streams follow the equations") {
 
 TEST_CASE("HybridNorm layouts' forward: the streams and the QKV-norm follow the equations") {
     // siamese-hybrid: attention h = c1 x + LN_y(y), x' = x + z/c_l, y' = y + z; MLP siamese's. hybrid: attention
-    // x' = x + z, MLP u = LN(x), x' = u + z. Both: each head's q, k, v rows of hs = 8, with the gain and shift
-    // undone, have mean 0 and variance var(raw) / (var(raw) + eps).
-    for (int norm : {NORM_SIAMESE_HYBRID, NORM_HYBRID}) {
+    // x' = x + z, MLP u = LN(x), x' = u + z. pre-qkvnorm: x' = x + z. All three: each head's q, k, v rows of hs = 8,
+    // with the gain and shift undone, have mean 0 and variance var(raw) / (var(raw) + eps).
+    for (int norm : {NORM_SIAMESE_HYBRID, NORM_HYBRID, NORM_PRE_QKVNORM}) {
         CAPTURE(LAYOUTS[norm].name);
         GPT2 m;
         gpt2_init_random(&m, tiny_config(norm), 1);
@@ -516,6 +518,8 @@ TEST_CASE("HybridNorm layouts' forward: the streams and the QKV-norm follow the 
                 if (norm == NORM_HYBRID) {
                     const real* res = s % 2 == 0 ? a.x : a.u;  // x' = x + z; x' = LN(x) + z
                     REQUIRE(a.x_out[i] == doctest::Approx(res[i] + a.z[i]).epsilon(1e-6));
+                } else if (norm == NORM_PRE_QKVNORM) {
+                    REQUIRE(a.x_out[i] == doctest::Approx(a.x[i] + a.z[i]).epsilon(1e-6));  // x' = x + z
                 } else if (s % 2 == 0) {
                     REQUIRE(a.h[i] == doctest::Approx(a.c1[i % C] * a.x[i] + a.yh[i]).epsilon(1e-6));
                     REQUIRE(a.x_out[i] == doctest::Approx(a.x[i] + inv_c * a.z[i]).epsilon(1e-6));
@@ -546,4 +550,36 @@ TEST_CASE("HybridNorm layouts' forward: the streams and the QKV-norm follow the 
         if (norm == NORM_SIAMESE_HYBRID) CHECK(memcmp(m.acts.x, m.acts.y, NC * sizeof(real)) == 0);
         gpt2_free(&m);
     }
+}
+
+TEST_CASE("Peri-LN forward: the stream follows the equations") {
+    // x' = x + zn; u = LN(x) and zn = LN_out(z): each row, with its gain and shift undone, has mean 0 and variance
+    // var(input) / (var(input) + eps); and LN_out is not the identity (zn is not z: the test can fail)
+    GPT2 m;
+    gpt2_init_random(&m, tiny_config(NORM_PERI), 1);
+    perturb(&m, 19);
+    std::vector<int> in = random_tokens(24, 60, 20);
+    gpt2_forward(&m, in.data(), nullptr, 2, 12);
+    const size_t NC = 24 * 32, C = 32;
+    auto check_normalized = [&](const real* out, const real* inp, const real* w, const real* b) {
+        for (int row = 0; row < 24; row++) {
+            double mean = 0, var = 0, imean = 0, ivar = 0;
+            for (size_t i = 0; i < C; i++) mean += (out[row * C + i] - b[i]) / w[i] / C, imean += inp[row * C + i] / C;
+            for (size_t i = 0; i < C; i++) {
+                double v = (out[row * C + i] - b[i]) / w[i] - mean, iv = inp[row * C + i] - imean;
+                var += v * v / C, ivar += iv * iv / C;
+            }
+            REQUIRE(std::fabs(mean) < 1e-4);
+            REQUIRE(var == doctest::Approx(ivar / (ivar + 1e-5)).epsilon(1e-4));
+        }
+    };
+    for (int s = 0; s < 6; s++) {
+        SubLayer a = sublayer_tensors(&m, s);
+        for (size_t i = 0; i < NC; i++) REQUIRE(a.x_out[i] == doctest::Approx(a.x[i] + a.zn[i]).epsilon(1e-6));
+        size_t l = s / 2, k = s % 2;
+        check_normalized(a.u, a.x, m.params.lnw[k][LN_X] + l * C, m.params.lnb[k][LN_X] + l * C);
+        check_normalized(a.zn, a.z, m.params.lnw[k][LN_OUT] + l * C, m.params.lnb[k][LN_OUT] + l * C);
+        CHECK(memcmp(a.zn, a.z, NC * sizeof(real)) != 0);
+    }
+    gpt2_free(&m);
 }

@@ -3,7 +3,7 @@
 
 For each case (pre, post, siamese, siamese without depth scaling, siamese without LN_in, Mix-LN with its first
 block Post-LN, DeepNorm, HybridNorm, HybridNorm* (block 0 Pre-Norm, block 1 HybridNorm), SiameseNorm with the
-HybridNorm X stream and its two ablations) the C++ tool
+HybridNorm X stream and its two ablations, and the two baselines: Pre-Norm with the QKV norm, Peri-LN) the C++ tool
 tests/ref_tool writes a tiny random model (model.bin, llm.c's checkpoint format), a batch, the reference's loss,
 logits and gradients (out.bin) and its parameters after one AdamW step (after_step.bin); see the top of
 tests/ref_tool.cpp for the file layouts. The PyTorch model is docs/model.py, the teaching twin of the C++ model,
@@ -50,7 +50,7 @@ PROGRAMS = {TOOL: ["tests/ref_tool.cpp", "reference_cpu.cpp"], TRAINER: ["refere
 # post -> pre change in the middle
 CASES = [("pre", 0, 0), ("post", 0, 0), ("siamese", 0, 0), ("siamese", 1, 0), ("siamese", 2, 0), ("mix", 0, 1),
          ("deepnorm", 0, 0), ("hybrid", 0, 0), ("hybrid-star", 0, 0), ("siamese-hybrid", 0, 0),
-         ("siamese-hybrid", 1, 0), ("siamese-hybrid", 2, 0)]
+         ("siamese-hybrid", 1, 0), ("siamese-hybrid", 2, 0), ("pre-qkvnorm", 0, 0), ("peri", 0, 0)]
 NO_DEPTH_SCALE, NO_LN_IN = 1, 2
 
 # The AdamW settings of ref_tool (see the top of tests/ref_tool.cpp).
@@ -106,13 +106,16 @@ MUTATIONS = {
     "hybrid-post-ffn": "hybrid's MLP in Post-Norm form, x = LN(x + F(x)), instead of xn = LN(x); x = xn + F(xn)",
     "star-all-hybrid": "hybrid-star: block 0 HybridNorm too (its Pre-Norm block ignored)",
     "c1-ignored": "siamese-hybrid: h = x + LN_y(y), the gain c1 left out",
+    "pre-qkvnorm-no-qkv-norm": "pre-qkvnorm: its attention without the QKV norm (plain Pre-Norm)",
+    "peri-no-output-norm": "peri: x = x + F(LN(x)), the output LayerNorm LN_out left out (plain Pre-Norm)",
 }
 # the case each mistake is run on when every one is checked (the default run): one it must show in
 TARGET_CASE = {"siamese-sign": "siamese", "no-depth-scale": "siamese", "wrong-ln-y": "siamese",
                "ln-in-always": "siamese+2", "post-no-final": "post", "mix-all-pre": "mix",
                "deepnorm-alpha-1": "deepnorm", "qkv-norm-no-v": "hybrid", "qkv-norm-whole-row": "siamese-hybrid",
                "hybrid-post-ffn": "hybrid", "star-all-hybrid": "hybrid-star",
-               "c1-ignored": "siamese-hybrid"}  # the others: "pre"
+               "c1-ignored": "siamese-hybrid", "pre-qkvnorm-no-qkv-norm": "pre-qkvnorm",
+               "peri-no-output-norm": "peri"}  # the others: "pre"
 
 
 def report_and_exit(passed, failed, message=None):
@@ -225,6 +228,9 @@ def planted_model(mutate):
         "hybrid-post-ffn": {"normed": lambda m, l, n, f, x: m.ln(n, x + f(x), l)},
         "star-all-hybrid": {"kind": lambda m, l, k: GPT.kind(m, l if m.cfg.layout != "hybrid-star" else 1, k)},
         "c1-ignored": {"siamese_c1": lambda m, l, n, f, x, y: siamese_c1_from(m, l, f, x, y, x + m.ln(n + "y", y, l))},
+        "pre-qkvnorm-no-qkv-norm": {"qkv_norm": lambda m, l, q, k, v: (q, k, v) if m.cfg.layout == "pre-qkvnorm"
+                                    else GPT.qkv_norm(m, l, q, k, v)},
+        "peri-no-output-norm": {"peri": lambda m, l, n, f, x: m.pre(l, n, f, x)},
     }.get(mutate, {})
     for method in overrides:
         if not callable(getattr(GPT, method, None)):
@@ -371,7 +377,8 @@ def compare(ref, dtype, mutate, tally, out=print):
     for n in names:
         if n in ZERO_IN_EXACT_ARITHMETIC:  # both sides' rounding noise, measured against the gains' gradient
             scale = float(grads[n[:-1] + "w"].double().norm())
-            e_grad = max(float(grads[n].double().norm()), float(np.linalg.norm(grads_c[n].astype(np.float64)))) / scale
+            both = max(float(grads[n].double().norm()), float(np.linalg.norm(grads_c[n].astype(np.float64))))
+            e_grad = both / scale if scale > 0 else math.inf  # no gains' gradient (a model without them): a failure
             used_ok = scale > 0
         else:
             e_grad = rel_err(grads_c[n], grads[n])

@@ -18,7 +18,7 @@ static double trainer_bytes(const GPT2Config& c, int B, int T, int recompute, in
     double params = (double)count_parameters(c) * parameter_bytes();
     double acts = (double)point_activations(c, B, T, recompute, attention, &a, nullptr);
     double tokens = (5.0 * B * T + 1) * sizeof(int);
-    double partials = 4.0 * std::max((size_t)H100_SMS * MAX_ROW_BLOCKS_PER_SM * 2 * LN_SLOTS * c.channels,
+    double partials = 4.0 * std::max((size_t)H100_SMS * MAX_ROW_BLOCKS_PER_SM * 2 * SIAMESE_SLOTS * c.channels,
                                      (size_t)BIAS_MAX_CHUNKS * 4 * c.channels);
     return params + acts + tokens + partials;
 }
@@ -69,37 +69,40 @@ int main() {
             int r = variant > 0, att = variant == 2 ? ATTENTION_FLASH : ATTENTION_MATERIALIZED;
             double one = (double)point_activations(c, 1, T, r, att, &a, nullptr);
             double two = (double)point_activations(c, 2, T, r, att, &a, nullptr);
-            printf("  %-8s %-12s %.0f KiB\n", LAYOUTS[norm].name, variant == 0 ? "m" : variant == 1 ? "m r1" : "f r1",
+            printf("  %-15s %-5s %.0f KiB\n", LAYOUTS[norm].name, variant == 0 ? "m" : variant == 1 ? "m r1" : "f r1",
                    (two - one) / T / 1024);
         }
     }
-    // What fits the cards people have: for each size, the largest micro-batch of SiameseNorm (the largest of the
-    // three layouts; Pre- and Post-Norm fit 1-5% more) at T = 1024, as it is (materialized attention, -r 0) and at
-    // the least memory (flash attention and -r 1); "-" where not even B = 1 fits. A card sold as N GB is taken as
-    // N GiB (what CUDA reports of a 24 GB card is about 24 GiB), the H200 as above, less the context estimate: stay
-    // a step below the limit, other programs on the GPU take their share.
+    // What fits the cards people have: for each size, the largest micro-batch of SiameseNorm (Pre- and Post-Norm,
+    // Mix-LN and HybridNorm fit 1-5% more) and of its language-model form siamese-hybrid (the layout that needs the
+    // most: its QKV norm keeps the product before it, 3 rows a layer) at T = 1024, as it is (materialized attention,
+    // -r 0) and at the least memory (flash attention and -r 1); "-" where not even B = 1 fits. A card sold as N GB
+    // is taken as N GiB (what CUDA reports of a 24 GB card is about 24 GiB), the H200 as above, less the context
+    // estimate: stay a step below the limit, other programs on the GPU take their share.
     struct { const char* card; double gib; const char* examples; } cards[] = {
         {"16 GB", 16, "RTX 4060 Ti 16 GB, RTX 4080, A4000"}, {"24 GB", 24, "RTX 3090, RTX 4090, A10, L4"},
         {"40 GB", 40, "A100 40 GB"}, {"48 GB", 48, "A6000, RTX 6000 Ada, L40S"}, {"80 GB", 80, "A100 80 GB, H100"},
         {"141 GB", H200_GIB, "H200"}};
-    printf("\nlargest micro-batch B at T = %d for SiameseNorm, per card: materialized attention / flash attention "
-           "with -r 1 (\"-\": does not fit)\n\n| card | GiB counted | examples |", T);
-    for (auto& s : shapes) printf(" %s |", s.name);
-    printf("\n|---|---|---|");
-    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) printf("---|");
-    printf("\n");
-    for (auto& card : cards) {
-        printf("| %s | %.0f | %s |", card.card, card.gib, card.examples);
-        for (auto& s : shapes) {
-            GPT2Config c = make_config(s.L, s.C, s.NH, T, GPT2_VOCAB, NORM_SIAMESE);
-            int m = largest_batch(c, T, 0, ATTENTION_MATERIALIZED, card.gib);
-            int f = largest_batch(c, T, 1, ATTENTION_FLASH, card.gib);
-            char a[16] = "-", b[16] = "-";
-            if (m) snprintf(a, sizeof(a), "%d", m);
-            if (f) snprintf(b, sizeof(b), "%d", f);
-            printf(" %s / %s |", a, b);
-        }
+    for (int norm : {(int)NORM_SIAMESE, (int)NORM_SIAMESE_HYBRID}) {
+        printf("\nlargest micro-batch B at T = %d for %s, per card: materialized attention / flash attention with -r 1 "
+               "(\"-\": does not fit)\n\n| card | GiB counted | examples |", T, LAYOUTS[norm].name);
+        for (auto& s : shapes) printf(" %s |", s.name);
+        printf("\n|---|---|---|");
+        for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) printf("---|");
         printf("\n");
+        for (auto& card : cards) {
+            printf("| %s | %.0f | %s |", card.card, card.gib, card.examples);
+            for (auto& s : shapes) {
+                GPT2Config c = make_config(s.L, s.C, s.NH, T, GPT2_VOCAB, norm);
+                int m = largest_batch(c, T, 0, ATTENTION_MATERIALIZED, card.gib);
+                int f = largest_batch(c, T, 1, ATTENTION_FLASH, card.gib);
+                char a[16] = "-", b[16] = "-";
+                if (m) snprintf(a, sizeof(a), "%d", m);
+                if (f) snprintf(b, sizeof(b), "%d", f);
+                printf(" %s / %s |", a, b);
+            }
+            printf("\n");
+        }
     }
     GPT2Config kjv = make_config(12, 768, 12, 1024, 256, NORM_SIAMESE);
     printf("\ntests/gpu_check.sh's run (d12 siamese, KJV bytes V=256, B=16, T=256): %.2f GiB + context\n",

@@ -9,7 +9,7 @@ paper's argument made visible. For each checkpoint it prints a table and draws, 
     Post-Norm |z| / |x| (before its LayerNorm), DeepNorm |z| / |alpha x|, SiameseNorm |z / c_l| / |LN_x(x)| on X
     (x' = xh + z / c_l) and |z| / |y| on Y (y' = y + z); z = F(u) is the sub-layer's output. HybridNorm's attention
     |z| / |x|, its MLP |z| / |LN(x)| (x' = LN(x) + z); siamese-hybrid's attention |z / c_l| / |x| on X (x' = x +
-    z / c_l, no LN_x there), its MLP as SiameseNorm's.
+    z / c_l, no LN_x there), its MLP as SiameseNorm's; Peri-LN |LN_out(z)| / |x| (x' = x + LN_out(z)).
 
 The batch is the first B*T+1 tokens of a validation shard (the first batch the trainer's validation reads: -m 1 and
 the same -b, -t give the same mean loss), RMS and |.| over all its B*T tokens and C channels. The model is
@@ -184,6 +184,8 @@ def measure(model, cfg, params, inputs, targets):
                     update = rms(z / gpt.c_l(l)) / rms(v) if stream_name == "x" else rms(z) / rms(v)
                 elif kind == "deepnorm":
                     update = rms(z) / rms(gpt.alpha() * v)
+                elif kind == "peri":  # what it adds is LN_out(z)
+                    update = rms(gpt.ln(f"ln{k + 1}o", z, l)) / rms(v)
                 elif kind == "siamese":
                     update = (rms(z / gpt.c_l(l)) / rms(gpt.ln(f"ln{k + 1}x", v, l)) if stream_name == "x"
                               else rms(z) / rms(v))
@@ -203,7 +205,7 @@ def print_table(title, cfg, loss, rows, B, T, shard):
           f"{os.path.relpath(shard)}")
     streams = list(rows[0][2])
     update = {"siamese": {"x": "|z/c_l|/|xh|"}, "siamese-hybrid": {"x": "|z/c_l|/|xh|"}, "deepnorm": {"x": "|z|/|ax|"},
-              "hybrid": {"x": "|z|/|xn|"}, "hybrid-star": {"x": "|z|/|xn|"}}.get(cfg.layout, {})
+              "hybrid": {"x": "|z|/|xn|"}, "hybrid-star": {"x": "|z|/|xn|"}, "peri": {"x": "|zn|/|x|"}}.get(cfg.layout, {})
     # (at siamese-hybrid's attention xh stands for x, at hybrid's attention xn for x: no LayerNorm there)
     head = f"{'s':>3s} {'sub-layer':9s}" + "".join(
         f" | {n + ' rms':>9s} {'dL/d' + n + ' rms':>11s} {update.get(n, '|z|/|' + n + '|'):>12s}" for n in streams)
