@@ -72,6 +72,8 @@ LAYOUTS = {
     "hybrid": Layout(5, (), 0, ("ln2",), ("lnf",), True, False, 0, False),
     "hybrid-star": Layout(6, ("ln1",), 1, ("ln2",), ("lnf",), True, False, 0, False),
     "siamese-hybrid": Layout(7, ("ln1y",), 0, ("ln2x", "ln2y", "ln2i"), SIAMESE_HEAD, True, True, 3, False),
+    "pre-qkvnorm": Layout(8, ("ln1",), 0, ("ln2",), ("lnf",), True, False, 0, False),
+    "peri": Layout(9, ("ln1", "ln1o"), 0, ("ln2", "ln2o"), ("lnf",), False, False, 0, False),
 }
 LAYOUT_OF_ID = {row.id: name for name, row in LAYOUTS.items()}
 MIX_ALPHA = 0.25  # --mix-alpha's default: the first floor(alpha L) blocks are Post-LN
