@@ -97,11 +97,12 @@ def source(function):
     print(inspect.getsource(function).rstrip())
 
 
-def cpp(name):
-    """a function of reference_cpu.cpp, the C++ reference: the code you read"""
+def cpp(*names):
+    """a function of reference_cpu.cpp, the C++ reference: the code you read (the first of names it holds)"""
     text = open(os.path.join(REPO, "reference_cpu.cpp")).read()
-    m = re.search(r"^static void " + name + r"\(.*?^}", text, re.S | re.M)
-    print(m.group(0) if m else f"({name} is not in reference_cpu.cpp)")
+    found = [m for m in (re.search(r"^static void " + n + r"\(.*?^}", text, re.S | re.M) for n in names) if m]
+    assert found, f"reference_cpu.cpp holds none of {names}"
+    print(found[0].group(0))
 
 
 print(f"PyTorch {torch.__version__}; the {LENGTH} length; data {os.path.relpath(TRAIN, REPO)}")
@@ -152,7 +153,7 @@ source(model.GPT.forward)
 # %%
 source(model.GPT.siamese)
 source(model.GPT.head_siamese)
-cpp("siamese_boundary_forward")
+cpp("siamese_sublayer_forward", "siamese_boundary_forward")  # (its name before issue 29)
 
 # %% [markdown]
 # ## 3. Cover one stream (15 min)
@@ -185,7 +186,7 @@ cpp("siamese_boundary_forward")
 # Pre-Norm *up to the head's extra LayerNorm*. Below, that is checked numerically: a SiameseNorm model with
 # random gains and shifts (not GPT-2's 1 and 0, so that nothing holds by accident), one stream covered, against
 # the Post-Norm (Pre-Norm) model made from the same weights, once with the named differences put in and once
-# without. docs/siamesenorm.md derives the same, and the C++ tests hold it there.
+# without. For the C++ reference, docs/siamesenorm.md derives the same and its tests check it.
 
 # %%
 def draw_sublayer(ax, cover=None, title=""):
@@ -593,7 +594,7 @@ for n in ("x", "y", "gx", "bx", "gy", "by", "gi", "bi", "W1", "b1", "W2", "b2"):
     e = relative(ours[n], leaves[n].grad)
     report(f"  d{n:3s} {e:.1e}")
     assert e < 1e-10, f"the hand-written backward's d{n} is off ({e:.1e})"
-cpp("siamese_boundary_backward")
+cpp("siamese_sublayer_backward", "siamese_boundary_backward")
 
 # %% [markdown]
 # All twelve agree to about 1e-16, float64's rounding (the check stops at 1e-10; a mistake gives 1e-2 to 1).
