@@ -8,17 +8,16 @@ every run was still improving at the end. Here every run is 16 layers x 64 chann
 24,000 steps) and a cosine decay to 10%, weight decay 0.1, clipping at 1.0, validation on 16 batches every 250
 steps. The protocol:
 
-1. Search (seed 1337): Pre-Norm's own best peak lr on the ladder 1e-3, 3e-3, 1e-2 (grown at an edge, as
-   experiments/depth_scaling.py's search does: these are its runs), and HybridNorm's own 16-layer best the same
-   way (it was tuned at 8 layers before; --search-layouts).
-2. Grid: every layout of --layouts at 1x, 3x and 5x Pre-Norm's best (the paper's 2e-3 is 5x OLMo's 4e-4), and each
-   searched layout also at its own best, with every seed (1337, 2, 3), seed by seed, so that a campaign cut short
-   has whole seeds.
+1. Search (seed 1337): every layout's own best peak lr at 16 layers on the ladder 1e-3, 3e-3, 1e-2, grown by
+   one rung at an edge (experiments/depth_scaling.py's search: these are its runs). Every layout gets the same
+   search; HybridNorm, tuned at 8 layers before, is tuned again at 16 here.
+2. Grid: every layout at 1x, 3x and 5x Pre-Norm's best (--reference; the paper's 2e-3 is 5x OLMo's 4e-4), and at
+   its own best, with every seed (1337, 2, 3), seed by seed, so that a campaign cut short has whole seeds.
 
 Each run ends as one of common.py's outcomes: trained, stalled (learned no context), collapsed (a spike that never
 recovered) or non-finite (the trainer's `diverged`). The tables give, per layout and rate, the final val loss of the
 trained runs (mean ± sd over seeds) and the count of each outcome, and each layout's difference from Pre-Norm at the
-same rate with the 95% margin of Welch's t-test (depth_scaling.resolved).
+same rate, and at each one's own best, with the 95% margin of Welch's t-test (depth_scaling.resolved).
 
 Writes RESULTS.csv (one row per run), RESULTS.md (the tables), RESULTS_curves.png, RESULTS.png (final val loss
 against the rate) and RESULTS_cost.md. A run that did not run is never a result: with --no-run (report from the
@@ -53,9 +52,8 @@ def parse_args(argv=None):
                                      "--seeds, --steps, --runs-dir, --jobs, --no-run, --dry-run, ...; see its --help).")
     p.add_argument("--layouts", default=LAYOUTS_DEFAULT,
                    help="the layouts of the grid, names of common.VARIANTS (default %(default)s)")
-    p.add_argument("--search-layouts", default="pre,hybrid",
-                   help="the layouts searched for their own best lr; the first is the reference whose best sets the "
-                        "rates (default %(default)s)")
+    p.add_argument("--reference", default="pre",
+                   help="the layout (of --layouts) whose best lr the multipliers scale (default %(default)s)")
     p.add_argument("--multipliers", default="1,3,5", help="the grid's rates as multiples of the reference's best "
                                                           "(default %(default)s)")
     p.add_argument("--lens-layouts", default=LENS_DEFAULT,
@@ -65,12 +63,14 @@ def parse_args(argv=None):
                    help="prefix of the CSV, PNG and table files (default %(default)s)")
     args, rest = p.parse_known_args(argv)
     args.layouts = common.parse_variants(args.layouts)
-    args.search_layouts = common.parse_variants(args.search_layouts)
+    if args.reference not in args.layouts:
+        p.error("--reference %s is not one of --layouts" % args.reference)
+    args.search_layouts = [args.reference] + [v for v in args.layouts if v != args.reference]
     args.multipliers = common.parse_floats(args.multipliers)
     args.lens_layouts = [v for v in common.parse_variants(args.lens_layouts) if v in args.layouts]
-    if not args.layouts or not args.search_layouts or not args.multipliers:
-        p.error("--layouts, --search-layouts and --multipliers need at least one value each")
-    if len(set(args.layouts)) != len(args.layouts) or len(set(args.search_layouts)) != len(args.search_layouts):
+    if not args.layouts or not args.multipliers:
+        p.error("--layouts and --multipliers need at least one value each")
+    if len(set(args.layouts)) != len(args.layouts):
         p.error("a layout is named twice")
     if any(not (m > 0 and math.isfinite(m)) for m in args.multipliers):
         p.error("--multipliers must be positive numbers")
@@ -182,24 +182,26 @@ def report(args, runs, missing, base, best, unigram):
         ["layout"] + ["%gx (lr %s)" % (m, common.fmt_lr(lr)) for m, lr in zip(args.multipliers, lrs)]
         + ["own best (search)"], table))
 
-    diff = []
-    for lay in args.layouts:
-        if lay == ref:
-            continue
-        cells = []
-        for lr in lrs:
-            a, b = trained(lay, lr), trained(ref, lr)
-            ma, mb = ds.mean_sd(a)[0], ds.mean_sd(b)[0]
-            if len(a) < 2 or len(b) < 2:
-                cells.append("- (%d and %d trained runs)" % (len(a), len(b)))
-                continue
-            ok, margin = ds.resolved(a, b)
-            cells.append("%+.4f (margin %.4f): %s" % (ma - mb, margin, ("resolved, " + ("lower" if ma < mb else
-                                                                                        "higher"))
-                                                      if ok else "not resolved"))
-        diff.append([lay] + cells)
+    def compare(a, b):
+        """a's mean against b's, Welch's 95% margin; the runs that did not train are left out (and counted)."""
+        if len(a) < 2 or len(b) < 2:
+            return "- (%d and %d trained runs)" % (len(a), len(b))
+        ma, mb = ds.mean_sd(a)[0], ds.mean_sd(b)[0]
+        ok, margin = ds.resolved(a, b)
+        return "%+.4f (margin %.4f): %s" % (ma - mb, margin,
+                                            ("resolved, " + ("lower" if ma < mb else "higher")) if ok else "not resolved")
+
+    diff = [[lay] + [compare(trained(lay, lr), trained(ref, lr)) for lr in lrs] for lay in args.layouts if lay != ref]
     text += "\n%sEach layout's difference from %s at the same rate (trained runs only; negative = lower loss)\n\n%s\n" % (
         partial, ref, common.markdown_table(["layout"] + ["%gx" % m for m in args.multipliers], diff))
+    own = []
+    for lay in args.layouts:
+        lr = best[lay][0]
+        own.append([lay, "lr %s" % common.fmt_lr(lr), "%s; %s" % (ds.fmt_ms(trained(lay, lr), expect=n), counts(lay, lr)),
+                    "" if lay == ref else compare(trained(lay, lr), trained(ref, best[ref][0]))])
+    text += ("\n%sEach layout at its own best lr (the search's, seed %d), every seed; the difference is from %s at "
+             "its own best\n\n%s\n" % (partial, d.seeds[0], ref, common.markdown_table(
+                 ["layout", "own best", "final val loss; outcomes", "difference from %s" % ref], own)))
     print("\n" + text)
     common.write_text(args.results + ".md", text)
     print("wrote %s.md" % args.results)
