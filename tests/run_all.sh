@@ -43,7 +43,7 @@ about() {
         gpu_emulated) echo "the CUDA code's small cases and the trainer's errors on the emulator|75|0" ;;
         torch)        echo "the PyTorch twin: logits, loss, every gradient, one AdamW step|30|0" ;;
         twin)         echo "the PyTorch twin trains alone, as the C++ trainer does (docs/train_model.py)|15|0" ;;
-        notebook)     echo "the course notebook runs from top to bottom, its cells as the docs give them|20|0" ;;
+        notebook)     echo "the class notebook is what its .py builds, and runs end to end at the test length|20|0" ;;
         streams)      echo "tools/streams.py on toy models|20|0" ;;
         exercises)    echo "the course's graders fail stubs and planted mistakes, pass the reference|25|50" ;;
         commands)     echo "every command the scripts call is installed by .ci/deps or essential|5|0" ;;
