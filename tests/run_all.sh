@@ -40,15 +40,15 @@ about() {
         reference)    echo "the CPU reference: causality, checkpoints, AdamW, determinism|20|0" ;;
         experiments)  echo "each experiment script at a toy size; the spike and outcome definitions|40|60" ;;
         emulator)     echo "the CUDA emulator catches each planted bug class|15|0" ;;
-        gpu_emulated) echo "the CUDA code's small cases and the trainer's errors on the emulator|75|0" ;;
+        gpu_emulated) echo "the CUDA code's small cases and the trainer's errors on the emulator|75|60" ;;
         torch)        echo "the PyTorch twin: logits, loss, every gradient, one AdamW step|30|0" ;;
         twin)         echo "the PyTorch twin trains alone, as the C++ trainer does (docs/train_model.py)|15|0" ;;
         notebook)     echo "the class notebook is what its .py builds, and runs end to end at the test length|20|0" ;;
         streams)      echo "tools/streams.py on toy models|20|0" ;;
         exercises)    echo "the course's graders fail stubs and planted mistakes, pass the reference|25|50" ;;
         commands)     echo "every command the scripts call is installed by .ci/deps or essential|5|0" ;;
-        cli)          echo "every bad input and flag of the trainers is one error line; resume is bit-exact|110|0" ;;
-        distributed)  echo "mpirun -np 2 trains bit for bit as one process; its refusals|45|50" ;;
+        cli)          echo "every bad input and flag of the trainers is one error line; resume is bit-exact|110|170" ;;
+        distributed)  echo "mpirun -np 2 trains bit for bit as one process; its refusals|45|55" ;;
         gpu_scripts)  echo "the GPU check's plumbing without a GPU; the PyTorch peer|60|0" ;;
         no_cuda)      echo "the paths for a machine without CUDA (the toolkit hidden)|20|0" ;;
         archs)        echo "the CUDA programs hold code for every architecture they were built for|10|0" ;;

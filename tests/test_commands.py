@@ -24,6 +24,7 @@ Ends with the line "N passed, N failed".
 import ast
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -863,8 +864,10 @@ def progress(check):
               r.returncode == 1 and errors == ["error: apt-get install bible-kjv failed (exit status 100; its last "
                                                "lines above)"] and "Setting up bible-kjv" in r.stderr and
               os.listdir(tmp) == [], "exit %d: %s" % (r.returncode, r.stderr[-400:]))
+    # (each run_all.sh in a temporary folder of its own: one that fails keeps its logs there, as it should)
+    nested = tempfile.mkdtemp()
     r = subprocess.run(["bash", os.path.join(ROOT, "tests", "run_all.sh")], env=dict(os.environ, ONLY="selftest",
-                       HEARTBEAT="1"), capture_output=True, text=True)
+                       HEARTBEAT="1", TMPDIR=nested), capture_output=True, text=True)
     lines = r.stdout.splitlines()
     check("run_all.sh: a start line (what, how long), a heartbeat with the cases done, the plain summary last",
           r.returncode == 0 and any(re.match(r"selftest +started: .* \(about \d+ s on two idle cores\)$", l)
@@ -874,8 +877,9 @@ def progress(check):
     # a suite whose log holds a summary line of a program it ran, and then ends (exit status 0) before its own: that
     # line is not its summary (run_all.sh took the last such line anywhere in the log)
     r = subprocess.run(["bash", os.path.join(ROOT, "tests", "run_all.sh")], capture_output=True, text=True,
-                       env=dict(os.environ, ONLY="selftest",
+                       env=dict(os.environ, ONLY="selftest", TMPDIR=nested,
                                 SELFTEST_SCRIPT='echo "5 passed, 0 failed"; echo "and then it stopped"'))
+    shutil.rmtree(nested, ignore_errors=True)
     check("run_all.sh: a summary line that is not the suite's last line is not its summary (a failure)",
           r.returncode == 1 and r.stdout.splitlines()[-1:] == ["0 passed, 1 failed"], r.stdout[-400:])
     with open(os.path.join(ROOT, "tests", "run_all.sh")) as f:
