@@ -51,10 +51,10 @@ EXERCISES = {
 // Exercise 2: SiameseNorm's sub-layer boundary, forward. The lesson and the hints: docs/exercises.md, exercise 2.
 //
 // Sub-layer F (the attention or the MLP) of block l, c_l = sqrt(2(l+1)):
-//     xh = LN_x(x);  yh = LN_y(y);  h = xh + yh;  u = LN_in(h);  z = F(u);  x' = xh + z / c_l;  y' = y + z
-// Write each into its tensor of t: t.xh, t.yh, t.h, t.u, t.z, t.x_out (x'), t.y_out (y'); the backward reads them.
+//     xh = LN_x(x);  yh = LN_y(y);  sum = xh + yh;  u = LN_in(sum);  z = F(u);  x' = xh + z / c_l;  y' = y + z
+// Write each into its tensor of t: t.xh, t.yh, t.sum, t.u, t.z, t.x_out (x'), t.y_out (y'); the backward reads them.
 // The pieces: layernorm_forward(t.LN_x, out, inp), add_forward(out, a, b, scale, t.n) (out = a + scale b, t.n
-// elements), F_forward(t, u) (z = F(u) into t.z). t.inv_c is 1/c_l. Under --no-ln-in t.has_ln_in is 0: then u = h.
+// elements), F_forward(t, u) (z = F(u) into t.z). t.inv_c is 1/c_l. Under --no-ln-in t.has_ln_in is 0: then u = sum.
 //
 // Check it: make exercise N=2    the stub again: make exercise-reset N=2    the reference's: make exercise-solution N=2
 """),
@@ -62,22 +62,22 @@ EXERCISES = {
 // Exercise 3: SiameseNorm's sub-layer boundary, backward. The lesson and the hints: docs/exercises.md, exercise 3.
 //
 // The forward (exercise 2), c_l = sqrt(2(l+1)):
-//     xh = LN_x(x);  yh = LN_y(y);  h = xh + yh;  u = LN_in(h);  z = F(u);  x' = xh + z / c_l;  y' = y + z
+//     xh = LN_x(x);  yh = LN_y(y);  sum = xh + yh;  u = LN_in(sum);  z = F(u);  x' = xh + z / c_l;  y' = y + z
 // From t.dx_out = dL/dx' and t.dy_out = dL/dy', ADD (+=) dL/dx into t.dx and dL/dy into t.dy, by way of t.dxh,
-// t.dyh, t.dh, t.du, t.dz (all start at 0), and the LayerNorms' and F's parameter gradients. The pieces:
+// t.dyh, t.dsum, t.du, t.dz (all start at 0), and the LayerNorms' and F's parameter gradients. The pieces:
 // add_backward(da, db, dout, scale, t.n) (the backward of out = a + scale b: da += dout, db += scale dout),
 // F_backward(t, u, du) (du += F'(dz) from t.dz, and F's weights), layernorm_backward(t.LN_x, dinp, dout, inp).
-// Under --no-ln-in t.has_ln_in is 0: then u = h, so F's input is t.h and its gradient goes to t.dh.
+// Under --no-ln-in t.has_ln_in is 0: then u = sum, so F's input is t.sum and its gradient goes to t.dsum.
 //
 // Check it: make exercise N=3    the stub again: make exercise-reset N=3    the reference's: make exercise-solution N=3
 """),
     4: ("4_siamese_head.cpp", ["siamese_head_forward", "siamese_head_backward"], """\
 // Exercise 4: SiameseNorm's head, forward and backward. The lesson and the hints: docs/exercises.md, exercise 4.
 //
-//     xf = LN_xf(x);  yf = LN_yf(y);  h = xf + yf;  hf = LN_f(h);  logits = hf wte^T
-// Forward: each into its tensor of t (t.xf, t.yf, t.h, t.hf); classifier_forward(t, hf) makes the logits.
+//     xf = LN_xf(x);  yf = LN_yf(y);  sum = xf + yf;  hf = LN_f(sum);  logits = hf wte^T
+// Forward: each into its tensor of t (t.xf, t.yf, t.sum, t.hf); classifier_forward(t, hf) makes the logits.
 // Backward: classifier_backward(t, hf, dhf) adds dL/dhf into dhf (and wte's gradient); from there ADD (+=) into
-// t.dx and t.dy, by way of t.dh, t.dxf, t.dyf (all start at 0). The pieces as in exercises 2 and 3.
+// t.dx and t.dy, by way of t.dsum, t.dxf, t.dyf (all start at 0). The pieces as in exercises 2 and 3.
 //
 // Check it: make exercise N=4    the stub again: make exercise-reset N=4    the reference's: make exercise-solution N=4
 """),
@@ -85,9 +85,9 @@ EXERCISES = {
 // Exercise 5: Post-Norm's sub-layer boundary from the same pieces, forward and backward. The lesson and the hints:
 // docs/exercises.md, exercise 5.
 //
-//     z = F(x);  h = x + z;  x' = LN(h)          (GPT-1, the original Transformer: the LayerNorm after the sum)
-// Forward: F_forward(t, t.x) makes t.z from the stream itself; then t.h and t.x_out (x'). Backward: from
-// t.dx_out, ADD (+=) into t.dx by way of t.dh and t.dz (start at 0); F_backward(t, u, du) adds F's input gradient
+//     z = F(x);  sum = x + z;  x' = LN(sum)      (GPT-1, the original Transformer: the LayerNorm after the sum)
+// Forward: F_forward(t, t.x) makes t.z from the stream itself; then t.sum and t.x_out (x'). Backward: from
+// t.dx_out, ADD (+=) into t.dx by way of t.dsum and t.dz (start at 0); F_backward(t, u, du) adds F's input gradient
 // into du. The sub-layer's LayerNorm is t.LN.
 //
 // Check it: make exercise N=5    the stub again: make exercise-reset N=5    the reference's: make exercise-solution N=5

@@ -151,9 +151,9 @@ static void use(int n, int function, int variant) { exercise_variant[n][function
 
 static real* sublayer_field(const SubLayer& t, const std::string& name) {
     const struct { const char* name; real* p; } fields[] = {
-        {"x", t.x},    {"y", t.y},     {"xh", t.xh},       {"yh", t.yh},       {"h", t.h},   {"u", t.u},
+        {"x", t.x},    {"y", t.y},     {"xh", t.xh},       {"yh", t.yh},       {"sum", t.sum}, {"u", t.u},
         {"z", t.z},    {"x'", t.x_out}, {"y'", t.y_out},   {"dx", t.dx},       {"dy", t.dy}, {"dxh", t.dxh},
-        {"dyh", t.dyh}, {"dh", t.dh},  {"du", t.du},       {"dz", t.dz},       {"dx'", t.dx_out}, {"dy'", t.dy_out},
+        {"dyh", t.dyh}, {"dsum", t.dsum}, {"du", t.du},       {"dz", t.dz},       {"dx'", t.dx_out}, {"dy'", t.dy_out},
     };
     for (auto& f : fields)
         if (name == f.name) return f.p;
@@ -162,8 +162,8 @@ static real* sublayer_field(const SubLayer& t, const std::string& name) {
 
 static real* head_field(const Head& t, const std::string& name) {
     const struct { const char* name; real* p; } fields[] = {
-        {"x", t.x},   {"y", t.y},   {"xf", t.xf},   {"yf", t.yf},   {"h", t.h},   {"hf", t.hf},
-        {"dx", t.dx}, {"dy", t.dy}, {"dxf", t.dxf}, {"dyf", t.dyf}, {"dh", t.dh}, {"dhf", t.dhf},
+        {"x", t.x},   {"y", t.y},   {"xf", t.xf},   {"yf", t.yf},   {"sum", t.sum}, {"hf", t.hf},
+        {"dx", t.dx}, {"dy", t.dy}, {"dxf", t.dxf}, {"dyf", t.dyf}, {"dsum", t.dsum}, {"dhf", t.dhf},
     };
     for (auto& f : fields)
         if (name == f.name) return f.p;
@@ -436,15 +436,15 @@ static void exercise_1(int v) {
 // exercises 2 to 5: the layouts' functions in a model
 
 static const std::vector<Equation> SIAMESE_FORWARD = {
-    {"xh", "xh = LN_x(x)"},  {"yh", "yh = LN_y(y)"},           {"h", "h = xh + yh"}, {"u", "u = LN_in(h)"},
+    {"xh", "xh = LN_x(x)"},  {"yh", "yh = LN_y(y)"},           {"sum", "sum = xh + yh"}, {"u", "u = LN_in(sum)"},
     {"z", "z = F(u)"},       {"x'", "x' = xh + z / c_l"},      {"y'", "y' = y + z"},
 };
 
 static const std::vector<Target> SIAMESE_BACKWARD = {
     {"F", "dz = dx' / c_l + dy';  du = F'(dz)"},
-    {"LN_in", "dh = LN_in'(du)"},
-    {"LN_y", "dyh += dh;  dy += LN_y'(dyh)"},
-    {"LN_x", "dxh = dx' + dh;  dx += LN_x'(dxh)"},
+    {"LN_in", "dsum = LN_in'(du)"},
+    {"LN_y", "dyh += dsum;  dy += LN_y'(dyh)"},
+    {"LN_x", "dxh = dx' + dsum;  dx += LN_x'(dxh)"},
     {"dy", "dy = dy' + LN_y'(dyh)  (the identity path and LN_y's, both +=)"},
     {"dx", "dx = LN_x'(dxh)"},
 };
@@ -452,7 +452,7 @@ static const std::vector<Target> SIAMESE_BACKWARD = {
 // the same tensors, by the forward's equation that uses them (exercise 2: its gradients are the reference's
 // backward's, against the stencil of the student's forward)
 static const std::vector<Target> SIAMESE_FORWARD_TARGETS = {
-    {"F", "z = F(u)"},          {"LN_in", "u = LN_in(h)"},          {"LN_y", "yh = LN_y(y)"},
+    {"F", "z = F(u)"},          {"LN_in", "u = LN_in(sum)"},          {"LN_y", "yh = LN_y(y)"},
     {"LN_x", "xh = LN_x(x)"},   {"dy", "y' = y + z"},               {"dx", "x' = xh + z / c_l"},
 };
 
@@ -468,8 +468,8 @@ static void exercise_2(int v) {
         use(2, 0, -1);
     }
     Model A("siamese", ABLATE_NO_LN_IN);
-    printf("  --no-ln-in (t.has_ln_in = 0: u = h, z = F(h)), your forward against the reference's:\n");
-    check_forward(A, 2, v, sublayers(A, SUBLAYER_SIAMESE, false), {{"z", "z = F(h) when t.has_ln_in is 0"},
+    printf("  --no-ln-in (t.has_ln_in = 0: u = sum, z = F(sum)), your forward against the reference's:\n");
+    check_forward(A, 2, v, sublayers(A, SUBLAYER_SIAMESE, false), {{"z", "z = F(sum) when t.has_ln_in is 0"},
                                                                    {"x'", "x' = xh + z / c_l"}});
 }
 
@@ -478,14 +478,14 @@ static void exercise_3(int v) {
         Model M("siamese");
         use(3, 0, v);
         check_backward(M, 3, sublayers(M, SUBLAYER_SIAMESE, true), SIAMESE_BACKWARD,
-                       {"dz", "du", "dh", "dxh", "dyh", "dy", "dx"});
+                       {"dz", "du", "dsum", "dxh", "dyh", "dy", "dx"});
     }
     use(3, 0, -1);
     Model A("siamese", ABLATE_NO_LN_IN);
-    printf("  --no-ln-in (t.has_ln_in = 0: u = h, so F's gradient goes to dh), the top sub-layer:\n");
+    printf("  --no-ln-in (t.has_ln_in = 0: u = sum, so F's gradient goes to dsum), the top sub-layer:\n");
     use(3, 0, v);
-    check_backward(A, 3, {2 * L_ - 1}, {{"F", "dh += F'(dz) when t.has_ln_in is 0"},
-                                        {"LN_x", "dxh = dx' + dh;  dx += LN_x'(dxh)"}}, {});
+    check_backward(A, 3, {2 * L_ - 1}, {{"F", "dsum += F'(dz) when t.has_ln_in is 0"},
+                                        {"LN_x", "dxh = dx' + dsum;  dx += LN_x'(dxh)"}}, {});
 }
 
 static void exercise_4(int v) {
@@ -493,19 +493,19 @@ static void exercise_4(int v) {
     int head = 2 * L_;
     printf("  siamese_head_forward against the reference's, from the same x and y (relative, bound %.0e; what it "
            "does not write stays NaN):\n", SAME_BOUND);
-    check_forward(M, 4, v, {head}, {{"xf", "xf = LN_xf(x)"}, {"yf", "yf = LN_yf(y)"}, {"h", "h = xf + yf"},
-                                 {"hf", "hf = LN_f(h)"}, {"logits", "logits = hf wte^T  (classifier_forward)"}});
+    check_forward(M, 4, v, {head}, {{"xf", "xf = LN_xf(x)"}, {"yf", "yf = LN_yf(y)"}, {"sum", "sum = xf + yf"},
+                                 {"hf", "hf = LN_f(sum)"}, {"logits", "logits = hf wte^T  (classifier_forward)"}});
     printf("  siamese_head_backward (after the reference's forward) against the finite differences:\n");
     use(4, 0, -1), use(4, 1, v);
     check_backward(M, 4, {head},
-                   {{"lnf", "dhf = dlogits wte  (classifier_backward);  dh = LN_f'(dhf)"},
-                    {"lnfx", "dxf += dh;  dx += LN_xf'(dxf)"},
-                    {"lnfy", "dyf += dh;  dy += LN_yf'(dyf)"},
+                   {{"lnf", "dhf = dlogits wte  (classifier_backward);  dsum = LN_f'(dhf)"},
+                    {"lnfx", "dxf += dsum;  dx += LN_xf'(dxf)"},
+                    {"lnfy", "dyf += dsum;  dy += LN_yf'(dyf)"},
                     {"dx", "dx += LN_xf'(dxf)"},
                     {"dy", "dy += LN_yf'(dyf)"},
                     // last: wte's gradient is also the embeddings', from the dx and dy above, through the model
                     {"wte", "dwte += dlogits^T hf  (classifier_backward), and from dx, dy through the model"}},
-                   {"dhf", "dh", "dxf", "dyf", "dx", "dy"});
+                   {"dhf", "dsum", "dxf", "dyf", "dx", "dy"});
 }
 
 static void exercise_5(int v) {
@@ -513,14 +513,14 @@ static void exercise_5(int v) {
     printf("  post_sublayer_forward against the reference's from the same x (relative, bound %.0e; what it does not "
            "write stays NaN):\n", SAME_BOUND);
     check_forward(M, 5, v, sublayers(M, SUBLAYER_POST, false),
-                  {{"z", "z = F(x)"}, {"h", "h = x + z"}, {"x'", "x' = LN(h)"}});
+                  {{"z", "z = F(x)"}, {"sum", "sum = x + z"}, {"x'", "x' = LN(sum)"}});
     printf("  post_sublayer_backward (after the reference's forward) against the finite differences:\n");
     use(5, 0, -1), use(5, 1, v);
     check_backward(M, 5, sublayers(M, SUBLAYER_POST, true),
-                   {{"LN", "dh = LN'(dx')"},
-                    {"F", "dz += dh;  dx += F'(dz)"},
-                    {"dx", "dx = dh + F'(dz)  (x feeds the sum and F: both add into dx)"}},
-                   {"dh", "dz", "dx"});
+                   {{"LN", "dsum = LN'(dx')"},
+                    {"F", "dz += dsum;  dx += F'(dz)"},
+                    {"dx", "dx = dsum + F'(dz)  (x feeds the sum and F: both add into dx)"}},
+                   {"dsum", "dz", "dx"});
 }
 
 static const char* const TITLES[] = {

@@ -473,7 +473,7 @@ TEST_CASE("SiameseNorm forward: the streams follow the equations") {
         for (size_t i = 0; i < NC; i++) {
             REQUIRE(a.x_out[i] == doctest::Approx(a.xh[i] + inv_c * a.z[i]).epsilon(1e-6));  // x = xh + z/c_l
             REQUIRE(a.y_out[i] == doctest::Approx(a.y[i] + a.z[i]).epsilon(1e-6));           // y = y + z
-            REQUIRE(a.h[i] == doctest::Approx(a.xh[i] + a.yh[i]).epsilon(1e-6));             // h = xh + LN_y(y)
+            REQUIRE(a.sum[i] == doctest::Approx(a.xh[i] + a.yh[i]).epsilon(1e-6));           // sum = xh + LN_y(y)
         }
         // xh = LN_x(x): with the gain and shift undone, each row has zero mean and variance var(x) / (var(x) + eps)
         const real* w = m.params.lnw[s % 2][LN_X] + (s / 2) * 32;
@@ -500,7 +500,7 @@ TEST_CASE("SiameseNorm forward: the streams follow the equations") {
 }
 
 TEST_CASE("HybridNorm layouts' forward: the streams and the QKV-norm follow the equations") {
-    // siamese-hybrid: attention h = c1 x + LN_y(y), x' = x + z/c_l, y' = y + z; MLP siamese's. hybrid: attention
+    // siamese-hybrid: attention u = c1 x + LN_y(y), x' = x + z/c_l, y' = y + z; MLP siamese's. hybrid: attention
     // x' = x + z, MLP u = LN(x), x' = u + z. pre-qkvnorm: x' = x + z. All three: each head's q, k, v rows of hs = 8,
     // with the gain and shift undone, have mean 0 and variance var(raw) / (var(raw) + eps).
     for (int norm : {NORM_SIAMESE_HYBRID, NORM_HYBRID, NORM_PRE_QKVNORM}) {
@@ -521,7 +521,7 @@ TEST_CASE("HybridNorm layouts' forward: the streams and the QKV-norm follow the 
                 } else if (norm == NORM_PRE_QKVNORM) {
                     REQUIRE(a.x_out[i] == doctest::Approx(a.x[i] + a.z[i]).epsilon(1e-6));  // x' = x + z
                 } else if (s % 2 == 0) {
-                    REQUIRE(a.h[i] == doctest::Approx(a.c1[i % C] * a.x[i] + a.yh[i]).epsilon(1e-6));
+                    REQUIRE(a.u[i] == doctest::Approx(a.c1[i % C] * a.x[i] + a.yh[i]).epsilon(1e-6));
                     REQUIRE(a.x_out[i] == doctest::Approx(a.x[i] + inv_c * a.z[i]).epsilon(1e-6));
                     REQUIRE(a.y_out[i] == doctest::Approx(a.y[i] + a.z[i]).epsilon(1e-6));
                 } else {
