@@ -801,9 +801,9 @@ static void pre_sublayer_forward(const SubLayer& t) {
 
 // dx += dx';  dz += dx';  du = F'(dz);  dx += LN'(du)
 static void pre_sublayer_backward(const SubLayer& t) {
-    add_backward(t.dx, t.dz, t.dx_out, 1, t.n);
-    F_backward(t, t.u, t.du);
-    layernorm_backward(t.LN, t.dx, t.du, t.x);
+    add_backward(t.dx, t.dz, t.dx_out, 1, t.n);     // x' = x + z:  dx += dx';  dz += dx'
+    F_backward(t, t.u, t.du);                       // z = F(u):  du += F'(dz)
+    layernorm_backward(t.LN, t.dx, t.du, t.x);      // u = LN(x):  dx += LN'(du)
 }
 
 // Post-Norm (GPT-1, the Transformer):  z = F(x);  sum = x + z;  x' = LN(sum)
@@ -816,9 +816,9 @@ static void post_sublayer_forward(const SubLayer& t) {
 
 // dsum = LN'(dx');  dx += dsum;  dz += dsum;  dx += F'(dz)  (F's input is x)
 static void post_sublayer_backward(const SubLayer& t) {
-    layernorm_backward(t.LN, t.dsum, t.dx_out, t.sum);
-    add_backward(t.dx, t.dz, t.dsum, 1, t.n);
-    F_backward(t, t.x, t.dx);
+    layernorm_backward(t.LN, t.dsum, t.dx_out, t.sum);  // x' = LN(sum):  dsum += LN'(dx')
+    add_backward(t.dx, t.dz, t.dsum, 1, t.n);           // sum = x + z:  dx += dsum;  dz += dsum
+    F_backward(t, t.x, t.dx);                           // z = F(x):  dx += F'(dz)
 }
 // EXERCISE 5 END
 
@@ -831,9 +831,9 @@ static void deepnorm_sublayer_forward(const SubLayer& t) {
 
 // dsum = LN'(dx');  dz += dsum;  dx += alpha dsum;  dx += F'(dz)
 static void deepnorm_sublayer_backward(const SubLayer& t) {
-    layernorm_backward(t.LN, t.dsum, t.dx_out, t.sum);
-    add_backward(t.dz, t.dx, t.dsum, t.alpha, t.n);
-    F_backward(t, t.x, t.dx);
+    layernorm_backward(t.LN, t.dsum, t.dx_out, t.sum);  // x' = LN(sum):  dsum += LN'(dx')
+    add_backward(t.dz, t.dx, t.dsum, t.alpha, t.n);     // sum = z + alpha x:  dz += dsum;  dx += alpha dsum
+    F_backward(t, t.x, t.dx);                           // z = F(x):  dx += F'(dz)
 }
 
 // HybridNorm's attention (Zhuo et al. 2025): no LayerNorm around F, which normalizes q, k, v inside itself:
@@ -845,8 +845,8 @@ static void residual_sublayer_forward(const SubLayer& t) {
 
 // dx += dx';  dz += dx';  dx += F'(dz)
 static void residual_sublayer_backward(const SubLayer& t) {
-    add_backward(t.dx, t.dz, t.dx_out, 1, t.n);
-    F_backward(t, t.x, t.dx);
+    add_backward(t.dx, t.dz, t.dx_out, 1, t.n);     // x' = x + z:  dx += dx';  dz += dx'
+    F_backward(t, t.x, t.dx);                       // z = F(x):  dx += F'(dz)
 }
 
 // HybridNorm's MLP: the stream is normalized and the residual branch starts from the normalized stream:
@@ -859,9 +859,9 @@ static void normed_sublayer_forward(const SubLayer& t) {
 
 // du += dx';  dz += dx';  du += F'(dz);  dx += LN'(du)
 static void normed_sublayer_backward(const SubLayer& t) {
-    add_backward(t.du, t.dz, t.dx_out, 1, t.n);
-    F_backward(t, t.u, t.du);
-    layernorm_backward(t.LN, t.dx, t.du, t.x);
+    add_backward(t.du, t.dz, t.dx_out, 1, t.n);     // x' = u + z:  du += dx';  dz += dx'
+    F_backward(t, t.u, t.du);                       // z = F(u):  du += F'(dz)
+    layernorm_backward(t.LN, t.dx, t.du, t.x);      // u = LN(x):  dx += LN'(du)
 }
 
 // SiameseNorm (Li et al. 2026), sub-layer F of block l, c_l = sqrt(2(l+1)):
@@ -879,17 +879,23 @@ static void siamese_sublayer_forward(const SubLayer& t) {
 }
 // EXERCISE 2 END
 
-// dxh += dx';  dz += dx' / c_l;  dy += dy';  dz += dy';  du = F'(dz);
-// dsum = LN_in'(du);  dxh += dsum;  dyh += dsum;  dy += LN_y'(dyh);  dx += LN_x'(dxh)
+// The forward's lines in reverse, each one accumulation (dz collects both streams' gradients, dxh the X stream's
+// and the sum's, dy the identity path's and LN_y's):
+//     dxh += dx';  dz += dx' / c_l;  dy += dy';  dz += dy';  du = F'(dz);
+//     dsum = LN_in'(du);  dxh += dsum;  dyh += dsum;  dy += LN_y'(dyh);  dx += LN_x'(dxh)
 // EXERCISE 3 BEGIN: docs/exercises.md
 static void siamese_sublayer_backward(const SubLayer& t) {
-    add_backward(t.dxh, t.dz, t.dx_out, t.inv_c, t.n);
-    add_backward(t.dy, t.dz, t.dy_out, 1, t.n);
-    F_backward(t, t.has_ln_in ? t.u : t.sum, t.has_ln_in ? t.du : t.dsum);
-    if (t.has_ln_in) layernorm_backward(t.LN_in, t.dsum, t.du, t.sum);
-    add_backward(t.dxh, t.dyh, t.dsum, 1, t.n);
-    layernorm_backward(t.LN_y, t.dy, t.dyh, t.y);
-    layernorm_backward(t.LN_x, t.dx, t.dxh, t.x);
+    add_backward(t.dxh, t.dz, t.dx_out, t.inv_c, t.n);  // x' = xh + z / c_l:  dxh += dx';  dz += dx' / c_l
+    add_backward(t.dy, t.dz, t.dy_out, 1, t.n);         // y' = y + z:  dy += dy';  dz += dy'
+    if (t.has_ln_in) {
+        F_backward(t, t.u, t.du);                           // z = F(u):  du += F'(dz)
+        layernorm_backward(t.LN_in, t.dsum, t.du, t.sum);   // u = LN_in(sum):  dsum += LN_in'(du)
+    } else {
+        F_backward(t, t.sum, t.dsum);                       //   (--no-ln-in: z = F(sum), so dsum += F'(dz))
+    }
+    add_backward(t.dxh, t.dyh, t.dsum, 1, t.n);         // sum = xh + yh:  dxh += dsum;  dyh += dsum
+    layernorm_backward(t.LN_y, t.dy, t.dyh, t.y);       // yh = LN_y(y):  dy += LN_y'(dyh)
+    layernorm_backward(t.LN_x, t.dx, t.dxh, t.x);       // xh = LN_x(x):  dx += LN_x'(dxh)
 }
 // EXERCISE 3 END
 
@@ -909,11 +915,11 @@ static void siamese_c1_sublayer_forward(const SubLayer& t) {
 // dc1 += the sum over tokens of du x;  dx += c1 du;  dyh += du;  dy += LN_y'(dyh)
 static void siamese_c1_sublayer_backward(const SubLayer& t) {
     int C = t.m->config.channels;
-    add_backward(t.dx, t.dz, t.dx_out, t.inv_c, t.n);
-    add_backward(t.dy, t.dz, t.dy_out, 1, t.n);
-    F_backward(t, t.u, t.du);
-    gain_add_backward(t.dc1, t.dx, t.dyh, t.du, t.c1, t.x, t.n, C);
-    layernorm_backward(t.LN_y, t.dy, t.dyh, t.y);
+    add_backward(t.dx, t.dz, t.dx_out, t.inv_c, t.n);   // x' = x + z / c_l:  dx += dx';  dz += dx' / c_l
+    add_backward(t.dy, t.dz, t.dy_out, 1, t.n);         // y' = y + z:  dy += dy';  dz += dy'
+    F_backward(t, t.u, t.du);                           // z = F(u):  du += F'(dz)
+    gain_add_backward(t.dc1, t.dx, t.dyh, t.du, t.c1, t.x, t.n, C);  // u = c1 x + yh:  dc1, dx += c1 du, dyh += du
+    layernorm_backward(t.LN_y, t.dy, t.dyh, t.y);       // yh = LN_y(y):  dy += LN_y'(dyh)
 }
 
 // Peri-LN (Kim et al. 2025; the "sandwich" of Gemma 2 and OLMo 2): Pre-Norm with a second LayerNorm on F's output,
@@ -928,10 +934,10 @@ static void peri_sublayer_forward(const SubLayer& t) {
 
 // dx += dx';  dzn += dx';  dz += LN_out'(dzn);  du = F'(dz);  dx += LN'(du)
 static void peri_sublayer_backward(const SubLayer& t) {
-    add_backward(t.dx, t.dzn, t.dx_out, 1, t.n);
-    layernorm_backward(t.LN_out, t.dz, t.dzn, t.z);
-    F_backward(t, t.u, t.du);
-    layernorm_backward(t.LN, t.dx, t.du, t.x);
+    add_backward(t.dx, t.dzn, t.dx_out, 1, t.n);    // x' = x + zn:  dx += dx';  dzn += dx'
+    layernorm_backward(t.LN_out, t.dz, t.dzn, t.z); // zn = LN_out(z):  dz += LN_out'(dzn)
+    F_backward(t, t.u, t.du);                       // z = F(u):  du += F'(dz)
+    layernorm_backward(t.LN, t.dx, t.du, t.x);      // u = LN(x):  dx += LN'(du)
 }
 
 // The head: from the streams leaving the last block to the logits, through the tied token embedding wte.
@@ -961,13 +967,13 @@ static void classifier_backward(const Head& t, const real* hf, real* dhf) {
 
 // Pre-Norm's head (and Mix-LN's):  hf = LN_f(x);  logits = hf wte^T
 static void lnf_head_forward(const Head& t) {
-    layernorm_forward(t.LN_f, t.hf, t.x);
-    classifier_forward(t, t.hf);
+    layernorm_forward(t.LN_f, t.hf, t.x);           // hf = LN_f(x)
+    classifier_forward(t, t.hf);                    // logits = hf wte^T
 }
 
 static void lnf_head_backward(const Head& t) {
-    classifier_backward(t, t.hf, t.dhf);
-    layernorm_backward(t.LN_f, t.dx, t.dhf, t.x);
+    classifier_backward(t, t.hf, t.dhf);            // dhf = dlogits wte
+    layernorm_backward(t.LN_f, t.dx, t.dhf, t.x);   // dx += LN_f'(dhf)
 }
 
 // Post-Norm's head (and DeepNorm's):  logits = x wte^T  (x is normalized: the last sub-layer ended with its LN)
@@ -978,20 +984,20 @@ static void identity_head_backward(const Head& t) { classifier_backward(t, t.x, 
 // SiameseNorm's head:  xf = LN_xf(x);  yf = LN_yf(y);  sum = xf + yf;  hf = LN_f(sum);  logits = hf wte^T
 // EXERCISE 4 BEGIN: docs/exercises.md
 static void siamese_head_forward(const Head& t) {
-    layernorm_forward(t.LN_xf, t.xf, t.x);
-    layernorm_forward(t.LN_yf, t.yf, t.y);
-    add_forward(t.sum, t.xf, t.yf, 1, t.n);
-    layernorm_forward(t.LN_f, t.hf, t.sum);
-    classifier_forward(t, t.hf);
+    layernorm_forward(t.LN_xf, t.xf, t.x);          // xf = LN_xf(x)
+    layernorm_forward(t.LN_yf, t.yf, t.y);          // yf = LN_yf(y)
+    add_forward(t.sum, t.xf, t.yf, 1, t.n);         // sum = xf + yf
+    layernorm_forward(t.LN_f, t.hf, t.sum);         // hf = LN_f(sum)
+    classifier_forward(t, t.hf);                    // logits = hf wte^T
 }
 
 // dhf = dlogits wte;  dsum = LN_f'(dhf);  dxf += dsum;  dyf += dsum;  dx += LN_xf'(dxf);  dy += LN_yf'(dyf)
 static void siamese_head_backward(const Head& t) {
-    classifier_backward(t, t.hf, t.dhf);
-    layernorm_backward(t.LN_f, t.dsum, t.dhf, t.sum);
-    add_backward(t.dxf, t.dyf, t.dsum, 1, t.n);
-    layernorm_backward(t.LN_xf, t.dx, t.dxf, t.x);
-    layernorm_backward(t.LN_yf, t.dy, t.dyf, t.y);
+    classifier_backward(t, t.hf, t.dhf);                // logits = hf wte^T:  dhf = dlogits wte
+    layernorm_backward(t.LN_f, t.dsum, t.dhf, t.sum);   // hf = LN_f(sum):  dsum += LN_f'(dhf)
+    add_backward(t.dxf, t.dyf, t.dsum, 1, t.n);         // sum = xf + yf:  dxf += dsum;  dyf += dsum
+    layernorm_backward(t.LN_xf, t.dx, t.dxf, t.x);      // xf = LN_xf(x):  dx += LN_xf'(dxf)
+    layernorm_backward(t.LN_yf, t.dy, t.dyf, t.y);      // yf = LN_yf(y):  dy += LN_yf'(dyf)
 }
 // EXERCISE 4 END
 
