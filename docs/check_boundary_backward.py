@@ -17,7 +17,10 @@ import argparse
 import math
 import sys
 
-import torch
+try:
+    import torch
+except ImportError:
+    sys.exit("error: this check needs PyTorch (Debian: apt-get install python3-torch; or run it with /usr/bin/python3)")
 
 EPS = 1e-5  # the reference's LayerNorm epsilon
 # float64 (unit roundoff 1.1e-16): the formulas and autograd compute the same sums in different orders over rows of
@@ -25,6 +28,14 @@ EPS = 1e-5  # the reference's LayerNorm epsilon
 # of margin and is still ten orders below what a mistake does (a missing 1/c_l or projection term: errors ~1e-1..1).
 BOUND = 1e-10
 MUTATIONS = ("no-depth-scale", "no-projection", "no-y-identity", "no-sm-to-xh")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (and exit status 2, argparse's)"""
+
+    def error(self, message):
+        print("error: %s (see %s --help)" % (message, self.prog), file=sys.stderr)
+        sys.exit(2)
 
 
 def layernorm(v, g, b):
@@ -55,7 +66,7 @@ def gelu_backward(a):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = Parser(description=__doc__.split("\n\n")[0])
     p.add_argument("--mutate", choices=MUTATIONS, help="plant a mistake in the formulas (the check must then fail)")
     p.add_argument("--block", type=int, default=2, help="block index l (default 2: c_l = sqrt(6))")
     args = p.parse_args()

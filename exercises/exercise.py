@@ -15,15 +15,21 @@ drift apart. To grade a file, a copy of reference_cpu.cpp (in a temporary folder
 region's place: the file (its functions renamed by #define), the reference's own functions (renamed too), and under
 the region's names functions that call one or the other as exercise_variant[N][i] says; exercises/grader.cpp is
 built against it (float64, -DREAL=double) and runs the finite-difference checks. Only the standard library is needed.
-Every error is one line `error: ...` and exit status 2.
+The verdict (exit status 0 PASS, 1 FAIL) comes only from the grader's own completed report, sent on a pipe of its own
+and tagged with a nonce (run_grader), never from the exit status or the output of the process that the student's
+function runs in: a function that ends it (exit, abort, a crash) or closes or floods its output FAILs, saying so.
+Every error of the tool or the setup is one line `error: ...` and exit status 2. (`make exercise` turns both 1 and 2
+into make's own 2.)
 """
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFERENCE = os.path.join(ROOT, "reference_cpu.cpp")
@@ -34,6 +40,7 @@ GRADER = os.path.join(ROOT, "exercises", "grader.cpp")
 CXXFLAGS = ["-O1", "-march=native", "-std=c++17", "-Wall", "-Wextra", "-Wno-unused-function", "-Wno-unused-parameter",
             "-Wno-unknown-pragmas", "-DREAL=double"]
 GRADE_TIMEOUT = 300  # seconds: far more than the checks take; a loop that does not end
+REPORT_LIMIT = 1 << 20  # bytes: the grader's report is a line a check (some thousands of bytes)
 
 # number: (file under exercises/, the functions of its region in order, what the student's file begins with)
 EXERCISES = {
@@ -266,22 +273,90 @@ def build(variants, folder):
     return binary
 
 
+def read_report(fd, into):
+    """the lines of the grader's report (its pipe's read end fd), into the list `into`, until the pipe closes"""
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(REPORT_LIMIT)
+        while f.read(1 << 16):  # a report past the limit is not the grader's: drain it, keep nothing more
+            data = b""
+    into.extend(data.decode("utf-8", "replace").splitlines())
+
+
+def verdict_of(report, nonce):
+    """(status 0 PASS or 1 FAIL, the verdict's lines) from a complete report; None if the report is not complete:
+    its last line `NONCE end CHECKS FAILED`, after one line a check (CHECKS of them, FAILED of them FAIL) and the
+    verdict, every line tagged with the nonce. Raises Error for the grader's own internal error."""
+    lines = [l.split(" ", 2) for l in report]
+    if any(len(l) < 2 or l[0] != nonce for l in lines):
+        return None
+    for l in lines:
+        if l[1] == "internal":
+            raise Error("the grader failed (not your function): %s" % (l[2] if len(l) > 2 else "?"))
+    if not lines or lines[-1][1] != "end" or any(l[1] == "end" for l in lines[:-1]):
+        return None
+    counts = (lines[-1][2] if len(lines[-1]) > 2 else "").split()
+    checks = [l for l in lines if l[1] in ("PASS", "FAIL")]
+    failed = sum(l[1] == "FAIL" for l in checks)
+    verdict = [l[2] if len(l) > 2 else "" for l in lines if l[1] == "verdict"]
+    if counts != [str(len(checks)), str(failed)] or not checks or not verdict:
+        return None
+    if not verdict[0].startswith("PASS: " if failed == 0 else "FAIL: "):
+        return None
+    return (0 if failed == 0 else 1), verdict
+
+
 def run_grader(binary, n, variant, label, capture=False):
-    """the grader's exit status (0 PASS, 1 FAIL); its output goes to ours, or with capture comes back: (status,
-    output)"""
+    """The verdict (0 PASS, 1 FAIL) from the grader's own completed report, never from its exit status or its
+    output, which the student's function, running inside the grader, can end, close or flood (exit(0), abort(), a
+    crash, fclose(stdout), ...): the report comes on a pipe of its own (GRADER_REPORT_FD), every line tagged with a
+    nonce written to the grader's stdin, and ends with the number of checks and failures. A report cut short is a
+    FAIL that says how the grader ended. The grader's output goes to ours and the verdict is printed last, by this
+    function; with capture both come back: (status, output)."""
     sys.stdout.flush()
-    pipe = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) if capture else {}
+    nonce = secrets.token_hex(16)
+    read_end, write_end = os.pipe()
+    report = []
+    reader = threading.Thread(target=read_report, args=(read_end, report), daemon=True)
+    pipe = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT) if capture else {}
     try:
-        r = subprocess.run([binary, str(n), str(variant), label], timeout=GRADE_TIMEOUT, **pipe)
+        proc = subprocess.Popen([binary, str(n), str(variant), label], stdin=subprocess.PIPE, pass_fds=(write_end,),
+                                env=dict(os.environ, GRADER_REPORT_FD=str(write_end)), **pipe)
+    except OSError as e:
+        os.close(read_end)
+        os.close(write_end)
+        raise Error("cannot run the grader %s: %s" % (binary, e.strerror))
+    os.close(write_end)
+    reader.start()
+    timed_out = False
+    try:  # (a grader that ends before it reads the nonce leaves an incomplete report)
+        output, _ = proc.communicate((nonce + "\n").encode(), timeout=GRADE_TIMEOUT)
     except subprocess.TimeoutExpired:
-        raise Error("the checks ran more than %d s (they take seconds): a loop in your function that does not "
-                    "end?" % GRADE_TIMEOUT)
-    if r.returncode < 0:
-        name = signal.Signals(-r.returncode).name
-        raise Error("the grader stopped on %s: your function wrote or read outside its tensors?" % name)
-    if r.returncode not in (0, 1):
-        raise Error("the grader failed (exit status %d): see its message above" % r.returncode)
-    return (r.returncode, r.stdout) if capture else r.returncode
+        timed_out = True
+        proc.kill()
+        output, _ = proc.communicate()
+    reader.join(10)
+    output = (output or b"").decode("utf-8", "replace")
+    ended = verdict_of(report, nonce)
+    if ended is not None:
+        status, lines = ended
+    else:
+        done = [l.split(" ", 2) for l in report if l.startswith(nonce + " PASS ") or l.startswith(nonce + " FAIL ")]
+        if timed_out:
+            how = "it ran more than %d s (the checks take seconds): a loop in your function that does not end?" % (
+                GRADE_TIMEOUT)
+        elif proc.returncode < 0:
+            how = "it stopped on %s: your function wrote or read outside its tensors, or called abort()?" % (
+                signal.Signals(-proc.returncode).name)
+        else:
+            how = ("it exited (status %d) before its report was complete: does your function call exit, _exit, "
+                   "quick_exit, or close the grader's files?" % proc.returncode)
+        status, lines = 1, ["FAIL: exercise %d: the grader did not finish its checks (%d done%s): %s" % (
+            n, len(done), ", the last: " + done[-1][2] if done and len(done[-1]) > 2 else "", how)]
+    text = "".join(line + "\n" for line in lines)
+    if capture:
+        return status, output + text
+    sys.stdout.write(text)
+    return status
 
 
 def check(n, path):

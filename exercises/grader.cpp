@@ -10,10 +10,18 @@ region (// EXERCISE N BEGIN ... // EXERCISE N END) holds the student's file (its
 own functions (renamed too), and, under the region's names, functions that call the one exercise_variant[N][i] says:
 -1 the reference's, k >= 0 the k-th file put in its place (`make test` builds the stub, planted mistakes and the
 solution into one program). Usage: grader N VARIANT [NAME OF THE FILE]; exit status 0 PASS, 1 FAIL, 2 internal error.
+
+The verdict's channel: the student's function runs inside this process, so the process's exit status and its stdout
+are not the verdict (a leftover exit(0), an abort, a closed or flooded stdout would decide it). exercise.py passes a
+pipe's file descriptor (GRADER_REPORT_FD) and writes a nonce on stdin; the grader reads the nonce before any check,
+sends one line a check and, once every check has run, the verdict and a last line with the number of checks and
+failures, each line tagged with the nonce. exercise.py takes the verdict from that completed report alone, and prints
+it itself: a report cut short (the process ended by the function) is a FAIL that says so.
 */
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -24,16 +32,38 @@ static int exercise_variant[8][2];  // [exercise][function of its region]: -1 th
 #include "tests/finite_differences.h"
 
 // ----------------------------------------------------------------------------------------------------------------
-// what the grader prints: one line a check, then the verdict
+// what the grader prints: one line a check, then the verdict; and the report (above) of both to exercise.py
+
+static FILE* report_file = nullptr;  // the report's pipe (GRADER_REPORT_FD), or none when run by hand
+static char report_nonce[80];        // exercise.py's nonce, from stdin: it tags every line of the report
+
+static void report_line(const char* kind, const std::string& text) {
+    if (!report_file) return;
+    fprintf(report_file, "%s %s %s\n", report_nonce, kind, text.c_str());
+    fflush(report_file);  // line by line: a report cut short still says how far the checks got
+}
 
 [[noreturn]] static void internal(const char* format, ...) {
-    va_list args;
+    va_list args, copy;
     va_start(args, format);
-    fprintf(stderr, "error: internal (the grader, not your function): ");
-    vfprintf(stderr, format, args);
-    fprintf(stderr, "\n");
+    va_copy(copy, args);
+    char message[512];
+    vsnprintf(message, sizeof(message), format, copy);
+    va_end(copy);
     va_end(args);
+    fprintf(stderr, "error: internal (the grader, not your function): %s\n", message);
+    report_line("internal", message);
     exit(2);
+}
+
+static void open_report() {
+    const char* fd = getenv("GRADER_REPORT_FD");
+    if (!fd) return;
+    size_t n = fgets(report_nonce, sizeof(report_nonce), stdin) ? strcspn(report_nonce, "\n") : 0;
+    report_nonce[n] = 0;
+    if (n == 0) internal("GRADER_REPORT_FD is set, but no nonce came on stdin");
+    report_file = fdopen(atoi(fd), "w");
+    if (!report_file) internal("cannot write the report to file descriptor %s (GRADER_REPORT_FD)", fd);
 }
 
 struct Miss {
@@ -52,6 +82,7 @@ static bool report(const std::string& what, const std::string& where, double err
     if (std::isinf(err)) snprintf(e, sizeof(e), "%8s", "no grad");
     else snprintf(e, sizeof(e), "%8.1e", err);
     printf("    %-32s %s  %s   %s\n", what.c_str(), e, pass ? "PASS" : "FAIL", equation.c_str());
+    report_line(pass ? "PASS" : "FAIL", what);
     return pass;
 }
 
@@ -537,20 +568,32 @@ int main(int argc, char** argv) {
     int n = atoi(argv[1]), v = atoi(argv[2]);
     if (n < 1 || n > 5) internal("no exercise %s", argv[1]);
     for (auto& e : exercise_variant) e[0] = e[1] = -1;
+    open_report();
     printf("exercise %d: %s%s%s\n", n, TITLES[n], argc > 3 ? ", from " : "", argc > 3 ? argv[3] : "");
     printf("float64; gradients against finite differences (the five-point stencil, h = %.0e): error = max |fd - "
            "yours|\n  / max(|fd|, |yours|) over a tensor's checked entries, bound %.0e\n", FD_STEP, FD_BOUND);
     if (n > 1) printf("model: L=%d, C=%d, %d heads, B=%d, T=%d\n", L_, C_, NH_, B_, T_);
     void (*exercises[])(int) = {nullptr, exercise_1, exercise_2, exercise_3, exercise_4, exercise_5};
     exercises[n](v);
+    // the verdict, every check having run: printed here when run by hand, else sent in the report (exercise.py
+    // prints it, after everything the checks printed)
+    std::vector<std::string> verdict;
+    char line[256];
     if (misses.empty()) {
-        printf("PASS: exercise %d, all %d checks\n", n, checks);
-        return 0;
+        snprintf(line, sizeof(line), "PASS: exercise %d, all %d checks", n, checks);
+        verdict.push_back(line);
+    } else {
+        const Miss& first = misses[0];
+        snprintf(line, sizeof(line), "FAIL: %zu of %d checks. The first one off: ", misses.size(), checks);
+        verdict.push_back(line + first.what + (first.where.empty() ? "" : " at ") + first.where);
+        verdict.push_back("  look at:  " + first.equation);
+        if (!first.hint.empty()) verdict.push_back("  " + first.hint);
     }
-    const Miss& first = misses[0];
-    printf("FAIL: %zu of %d checks. The first one off: %s%s%s\n", misses.size(), checks, first.what.c_str(),
-           first.where.empty() ? "" : " at ", first.where.c_str());
-    printf("  look at:  %s\n", first.equation.c_str());
-    if (!first.hint.empty()) printf("  %s\n", first.hint.c_str());
-    return 1;
+    fflush(stdout);
+    for (const std::string& text : verdict) {
+        if (report_file) report_line("verdict", text);
+        else printf("%s\n", text.c_str());
+    }
+    report_line("end", std::to_string(checks) + " " + std::to_string(misses.size()));
+    return misses.empty() ? 0 : 1;
 }

@@ -213,6 +213,18 @@ class Run:
         return outcome(self.log["train"], self.log["val"], unigram,
                        self.diverge_step if self.status == "diverged" else None, spike_nats)
 
+    def progress(self):
+        """'step N/STEPS' of a run under way, from the last line of its main.log"""
+        steps = self.flags[self.flags.index("-x") + 1] if "-x" in self.flags[:-1] else "?"
+        try:
+            with open(os.path.join(self.dir, "main.log"), "rb") as f:
+                f.seek(max(0, os.fstat(f.fileno()).st_size - 200))
+                last = f.read().decode("utf-8", "replace").strip().split("\n")[-1]
+        except OSError:
+            last = ""
+        m = re.match(r"s:(\d+) ", last)
+        return "step %s/%s" % (m.group(1) if m else "0", steps)
+
     def describe(self):
         if self.status == "diverged":
             return "diverged at step %s" % self.diverge_step
@@ -232,6 +244,7 @@ def die_with_parent():
 
 
 DRY_RUN = False  # --dry-run: print the trainer commands, run nothing
+HEARTBEAT = float(os.environ.get("EXPERIMENTS_HEARTBEAT", 300))  # seconds between run_all's progress lines
 
 
 def run_all(runs, jobs=2, threads=1, fresh=False, what="runs"):
@@ -266,6 +279,17 @@ def run_all(runs, jobs=2, threads=1, fresh=False, what="runs"):
                     print("%s: stopping after the failed run %s (the runs under way finish and are kept)"
                           % (what, r.label), flush=True)
 
+    def heartbeat(stopped):  # every HEARTBEAT seconds: how far the runs under way are (a run can take hours)
+        while not stopped.wait(HEARTBEAT):
+            with lock:
+                going = [r for r in todo if r.proc is not None and r.proc.returncode is None]
+                t = time.time() - t0
+                print("  ... %s, %s: %d of %d done; under way: %s" % (
+                    what, "%.0f s" % t if t < 120 else "%.0f min" % (t / 60), done[0], len(todo),
+                    ", ".join("%s (%s)" % (r.label, r.progress()) for r in going) or "none"), flush=True)
+
+    stopped = threading.Event()
+    threading.Thread(target=heartbeat, args=(stopped,), daemon=True).start()
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
         list(pool.map(one, todo))
@@ -276,11 +300,13 @@ def run_all(runs, jobs=2, threads=1, fresh=False, what="runs"):
                 if r.proc is not None and r.proc.returncode is None:
                     r.proc.terminate()
         pool.shutdown(wait=True, cancel_futures=True)
+        stopped.set()
         missing = [r for r in runs if r.status not in ("ok", "diverged")]
         raise CampaignError("interrupted: %d of %d runs of the %s are not complete (%s%s); no results written"
                             % (len(missing), len(runs), what, ", ".join(r.label for r in missing[:3]),
                                ", ..." if len(missing) > 3 else "")) from None
     pool.shutdown()
+    stopped.set()
     if failed:
         r = failed[0]
         not_run = sum(1 for x in runs if x.status is None)

@@ -240,10 +240,14 @@ if [ "$started" -le 2 ] && grep -q "stopping after the failed run" "$TMP/refused
     ok "after a refused run no new run starts ($started of 12 started)"
 else bad "no new run after a refusal" "$started of 12 started: $(head -c 300 "$TMP/refused.out")"; fi
 # a campaign interrupted part-way: one error line that says which runs are not complete, no results, no trainer left
-$PY experiments/lr_sweep.py "${TINY[@]}" --steps 100000 --variants pre,siamese --lrs 1e-3 --seed 777123 \
-    --results "$TMP/refused/int" > /dev/null 2> "$TMP/int.err" &
+# (and while they run, a line every EXPERIMENTS_HEARTBEAT seconds says how far each is)
+EXPERIMENTS_HEARTBEAT=1 $PY experiments/lr_sweep.py "${TINY[@]}" --steps 100000 --variants pre,siamese --lrs 1e-3 \
+    --seed 777123 --results "$TMP/refused/int" > "$TMP/int.out" 2> "$TMP/int.err" &
 sweep=$!
-for _ in $(seq 100); do pgrep -f -- "reference_cpu .*--seed 777123" > /dev/null && break; sleep 0.1; done
+for _ in $(seq 300); do grep -q "under way: .*_lr0.001 (step [1-9][0-9]*/100000)" "$TMP/int.out" && break; sleep 0.1; done
+if grep -qE "^  \.\.\. lr sweep, [0-9]+ (s|min): 0 of 2 done; under way: pre_lr0.001 \(step [0-9]+/100000\), siamese_lr0.001 \(step [0-9]+/100000\)$" "$TMP/int.out"
+then ok "a long sweep says how far its runs are: $(grep -m1 'under way' "$TMP/int.out")"
+else bad "the sweep's heartbeat" "$(tail -n 3 "$TMP/int.out")"; fi
 kill -TERM $sweep  # as ^C (a background job of a script ignores SIGINT)
 wait $sweep
 rc=$?

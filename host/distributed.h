@@ -68,6 +68,16 @@ static int launcher_rank() {
     return launcher_env(names);
 }
 
+#ifdef USE_MPI
+// A refusal ends every rank at once: MPI_Abort. (Each rank's exit(1) would leave mpirun to find the failed rank and
+// tear the others down: seconds a refusal, the most of a test suite that makes many.) Its status is mpirun's.
+static void dist_abort(int status) {
+    fflush(stdout);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, status);
+}
+#endif
+
 // Starts MPI when a launcher started this process (else one rank, no MPI). From here on only rank 0 prints.
 static void dist_init(int zero) {
     dist.zero = zero;
@@ -76,6 +86,7 @@ static void dist_init(int zero) {
     if (launched) {
         MPI_Init(nullptr, nullptr);
         dist.mpi = 1;
+        fail_exit = dist_abort;
         MPI_Comm_rank(MPI_COMM_WORLD, &dist.rank);
         MPI_Comm_size(MPI_COMM_WORLD, &dist.size);
         MPI_Comm local;
@@ -103,11 +114,13 @@ static void dist_finalize() {
 #ifdef USE_MPI
     if (dist.mpi) MPI_Finalize();
     dist.mpi = 0;
+    fail_exit = exit;
 #endif
 }
 
 // An error every rank found at the same point (flags, the batch split, disagreeing ranks): rank 0 says it once and
-// all ranks stop together. An error of one rank alone is fail(): mpirun then stops the others.
+// ends every rank (MPI_Abort); the others wait for that, and end the run themselves only if it does not come. An
+// error of one rank alone is fail(), which does the same from that rank.
 [[noreturn]] static void dist_fail_together(const char* fmt, ...) {
     remove_debris();
     if (dist.rank == 0) {
@@ -118,7 +131,10 @@ static void dist_finalize() {
         fprintf(stderr, "\n");
         va_end(ap);
         fflush(stderr);
+    } else if (dist.mpi) {
+        sleep(10);
     }
+    if (dist.mpi) fail_exit(EXIT_FAILURE);
     dist_finalize();
     exit(EXIT_FAILURE);
 }

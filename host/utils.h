@@ -32,6 +32,9 @@ static char unused_dir[8192];   // a run directory this process made or locked f
 static size_t unused_dir_kept;  // the length of the part of unused_dir that existed before (mkdir -p made the rest)
 static int unused_lock_made;    // this process created unused_dir/.lock (and holds it)
 static char fail_tag[32];       // "rank 1: " in a run of several processes (host/distributed.h), else empty
+// how fail() ends the process: exit, or in a run started by mpirun (host/distributed.h) MPI_Abort, which ends every
+// rank at once; a rank's exit(1) instead leaves mpirun to notice it and tear the others down, seconds later
+static void (*fail_exit)(int status) = exit;
 
 // only calls that are safe in a signal handler: unlink, rmdir, and plain C strings
 static void remove_debris() {
@@ -71,6 +74,7 @@ static void remove_debris() {
     if (fail_tag[0]) sleep(2);
     fputs(line.c_str(), stderr);
     fflush(stderr);
+    fail_exit(EXIT_FAILURE);
     exit(EXIT_FAILURE);
 }
 

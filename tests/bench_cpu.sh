@@ -5,6 +5,9 @@
 set -eu
 cd "$(dirname "$0")/.."
 steps=${1:-6}
+# a median needs a timed step: step 1 is not one (it pays for first-touch page faults)
+[[ $steps =~ ^[0-9]+$ ]] && [ "$steps" -ge 2 ] ||
+    { echo "error: steps must be a whole number of at least 2 (step 1 is not timed), got '$steps'" >&2; exit 1; }
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -21,7 +24,8 @@ printf '%-9s %12s %10s %10s\n' layout "ms/step" "tok/s" "vs pre"
 pre=""
 for norm in pre post siamese; do
     ./reference_cpu -i "$tmp/rand_train.bin" -j "$tmp/rand_val.bin" -e d12 -b 4 -t 64 -x "$steps" -v 0 -s 0 \
-        --norm $norm > "$tmp/$norm.log"
+        --norm $norm > "$tmp/$norm.log" ||
+        { echo "error: ./reference_cpu --norm $norm failed (exit status $?): no time for it" >&2; exit 1; }
     ms=$(grep '^step' "$tmp/$norm.log" | tail -n +2 | sed -E 's/.*\| ([0-9.]+) ms.*/\1/' | sort -g |
          awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}')
     [ -z "$pre" ] && pre=$ms

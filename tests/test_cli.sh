@@ -490,6 +490,9 @@ expect_error "a prompt byte the vocabulary lacks" "is no token of the vocabulary
     $BIN "${DATA[@]}" "${TINY[@]}" -x 0 --vocab 60 --tokenizer "$TMP/tok60.bin" --prompt "~"
 expect_error "sampling without a tokenizer" "no tokenizer beside" $BIN -i "$TMP/none_*.bin" --vocab 256 -x 0 --prompt "a"
 
+# ---- tests/bench_cpu.sh: a table of medians needs timed steps (it printed a row from none)
+expect_error "tests/bench_cpu.sh 1: no timed step" "steps must be a whole number of at least 2" bash tests/bench_cpu.sh 1
+
 # ---- tools/plot_runs.py: the runs side by side in one picture
 PLOT_PY=${TORCH_PY:-/usr/bin/python3}  # Debian's Python, which has matplotlib (make test installs it)
 if $PLOT_PY -c "import matplotlib" 2> /dev/null; then
@@ -522,6 +525,20 @@ if $PLOT_PY -c "import matplotlib" 2> /dev/null; then
         bash -c "ulimit -f 16; exec $PLOT_PY tools/plot_runs.py '$TMP/a' -o '$TMP/plots/runs.png'"
     expect_error "tools/plot_runs.py: a usage error" "argument --smooth: invalid int value" \
         $PLOT_PY tools/plot_runs.py "$TMP/a" -o "$TMP/plots/runs.png" --smooth many
+    # a run without a loss beside one with: an error that names it, not a picture without it
+    mkdir -p "$TMP/nolosses" && : > "$TMP/nolosses/main.log"
+    expect_error "tools/plot_runs.py: an empty log beside a full one" "nolosses/main.log' holds no losses yet" \
+        $PLOT_PY tools/plot_runs.py "$TMP/a" "$TMP/nolosses" -o "$TMP/plots/runs.png"
+    # ^C while it works: a KeyboardInterrupt where the tool imports matplotlib (as a ^C there would raise it)
+    expect_error "tools/plot_runs.py: interrupted" "interrupted" $PLOT_PY -c "
+import runpy, sys
+class Interrupt:
+    def find_spec(self, name, path=None, target=None):
+        if name == 'matplotlib':
+            raise KeyboardInterrupt
+sys.meta_path.insert(0, Interrupt())
+sys.argv = ['tools/plot_runs.py', '$TMP/a', '-o', '$TMP/plots/runs.png']
+runpy.run_path('tools/plot_runs.py', run_name='__main__')"
     if [ -z "$(ls -A "$TMP/plots")" ] && [ ! -e "$TMP/nodir" ] && [ ! -e "$TMP/plots.png" ]; then ok "... and none of them wrote a file"
     else bad "tools/plot_runs.py's errors" "they left $(ls -A "$TMP/plots" | tr '\n' ' ')"; fi
 else bad "tools/plot_runs.py" "no matplotlib for $PLOT_PY (make test installs python3-matplotlib)"; fi

@@ -806,8 +806,84 @@ def main():
     check(".ci/deps without procps and git (before issue 20) fails it, naming pgrep, pkill and git",
           {"pgrep", "pkill", "git"} <= named, "reported %s" % sorted(named))
 
+    progress(check)
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
+
+
+FAKE_APT = r"""#!/usr/bin/env bash
+# a fake apt-get: the lines apt prints, slowly
+case " $* " in
+    *" update "*) exit 0 ;;
+    *" --assume-no "*) echo "Need to get 1,234 kB of archives."; echo "After this operation, 5,678 kB"; exit 1 ;;
+    *" -s "*) echo "Inst bible-kjv-text (1 Debian)"; echo "Inst bible-kjv (1 Debian)"; exit 0 ;;
+esac
+echo "Get:1 http://deb.debian.org bible-kjv-text"; sleep 1.5
+echo "Get:2 http://deb.debian.org bible-kjv"; sleep 1.5
+echo "Setting up bible-kjv-text (1) ..."; sleep 1.5
+echo "Setting up bible-kjv (1) ..."
+exit ${FAKE_APT_STATUS:-0}
+"""
+
+
+def progress(check):
+    """What .ci/deps and tests/run_all.sh say while they work (issue 32: make test was silent for minutes): .ci/deps,
+    with a fake apt-get and a dpkg that misses one package, says what it installs and how much it downloads before the
+    install, a line every DEPS_HEARTBEAT seconds during it, and on a failed install one error line, leaving no file;
+    run_all.sh's start line and heartbeat (its ONLY=selftest suite), its last line the plain summary; and every
+    suite run_all.sh runs has its start line's description."""
+    with tempfile.TemporaryDirectory() as d:
+        bin_dir, tmp = os.path.join(d, "bin"), os.path.join(d, "tmp")
+        os.makedirs(bin_dir)
+        os.makedirs(tmp)
+        fakes = {"apt-get": FAKE_APT,
+                 "dpkg": '#!/usr/bin/env bash\n[ "$1 $2" = "-s bible-kjv" ] && exit 1; exit 0\n',
+                 "id": '#!/usr/bin/env bash\necho 0\n'}
+        for name, text in fakes.items():
+            with open(os.path.join(bin_dir, name), "w") as f:
+                f.write(text)
+            os.chmod(os.path.join(bin_dir, name), 0o755)
+        env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ["PATH"], DEPS_HEARTBEAT="1", TMPDIR=tmp)
+        r = subprocess.run(["bash", os.path.join(ROOT, ".ci", "deps"), "train"], env=env, capture_output=True,
+                           text=True)
+        lines = r.stdout.splitlines()
+        told = [i for i, l in enumerate(lines) if l.startswith("  then apt-get install: 2 packages with what they "
+                                                                "need; Need to get 1,234 kB of archives.")]
+        beats = [i for i, l in enumerate(lines) if re.match(r"  \.\.\. \d+ s: \d of 2 downloaded, \d set up$", l)]
+        check(".ci/deps: what it installs and how much it downloads, before the install; then a line every "
+              "DEPS_HEARTBEAT seconds (%d here)" % len(beats),
+              r.returncode == 0 and lines[:1] == ["installing the Debian packages: bible-kjv"] and told and
+              len(beats) >= 2 and told[0] < beats[0] and lines[-1].startswith("installed: bible-kjv (") and
+              os.listdir(tmp) == [], "exit %d: %s %s" % (r.returncode, r.stdout[-600:], r.stderr[-300:]))
+        env["FAKE_APT_STATUS"] = "100"
+        r = subprocess.run(["bash", os.path.join(ROOT, ".ci", "deps"), "train"], env=env, capture_output=True,
+                           text=True)
+        errors = [l for l in r.stderr.splitlines() if l.startswith("error: ")]
+        check(".ci/deps: a failed install is one error line with apt's last lines, exit 1, no file left",
+              r.returncode == 1 and errors == ["error: apt-get install bible-kjv failed (exit status 100; its last "
+                                               "lines above)"] and "Setting up bible-kjv" in r.stderr and
+              os.listdir(tmp) == [], "exit %d: %s" % (r.returncode, r.stderr[-400:]))
+    r = subprocess.run(["bash", os.path.join(ROOT, "tests", "run_all.sh")], env=dict(os.environ, ONLY="selftest",
+                       HEARTBEAT="1"), capture_output=True, text=True)
+    lines = r.stdout.splitlines()
+    check("run_all.sh: a start line (what, how long), a heartbeat with the cases done, the plain summary last",
+          r.returncode == 0 and any(re.match(r"selftest +started: .* \(about \d+ s on two idle cores\)$", l)
+                                    for l in lines) and
+          any(re.match(r"selftest +\.\.\. still running, \d+s: \d cases done of about 3$", l) for l in lines) and
+          lines[-1:] == ["3 passed, 0 failed"], r.stdout[-600:] + r.stderr[-300:])
+    # a suite whose log holds a summary line of a program it ran, and then ends (exit status 0) before its own: that
+    # line is not its summary (run_all.sh took the last such line anywhere in the log)
+    r = subprocess.run(["bash", os.path.join(ROOT, "tests", "run_all.sh")], capture_output=True, text=True,
+                       env=dict(os.environ, ONLY="selftest",
+                                SELFTEST_SCRIPT='echo "5 passed, 0 failed"; echo "and then it stopped"'))
+    check("run_all.sh: a summary line that is not the suite's last line is not its summary (a failure)",
+          r.returncode == 1 and r.stdout.splitlines()[-1:] == ["0 passed, 1 failed"], r.stdout[-400:])
+    with open(os.path.join(ROOT, "tests", "run_all.sh")) as f:
+        text = f.read()
+    suites = set(re.findall(r"run_suite (\w+) ", text))
+    described = set(re.findall(r"^ +(\w+)\) +echo \"[^|\"]+\|\d+\|\d+\" ;;$", text, flags=re.M))
+    check("run_all.sh: every suite it runs has its description and time (%d suites)" % len(suites),
+          suites and suites <= described, "without: %s" % sorted(suites - described))
 
 
 if __name__ == "__main__":

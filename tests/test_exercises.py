@@ -44,9 +44,33 @@ PLANTED = [
     (5, "F's gradient not into dx", "F_backward(t, t.x, t.dx)", "F_backward(t, t.x, t.du)",
      "look at:  dx = dsum + F'(dz)"),
 ]
+# The verdict comes only from the grader's completed report (exercise.run_grader), never from the exit status or the
+# output of the process the student's function runs in: each of these, put at the start of the reference's own
+# layernorm_backward (exercise 1) so that it runs during the checks, must FAIL, saying that the grader did not
+# finish. (name, the code, what the verdict says)
+CALLS_3 = "static int calls_ = 0; if (++calls_ == 3) "  # the third call: after 4 of the checks have passed
+ESCAPES = [
+    ("exit(0)", CALLS_3 + "exit(0);", "it exited (status 0) before its report was complete"),
+    ("_exit(0)", CALLS_3 + "_exit(0);", "it exited (status 0) before its report was complete"),
+    ("std::quick_exit(0)", CALLS_3 + "std::quick_exit(0);", "it exited (status 0) before its report was complete"),
+    ("abort()", CALLS_3 + "abort();", "it stopped on SIGABRT"),
+    ("an exception thrown out of it", CALLS_3 + "throw 1;", "it stopped on SIGABRT"),
+    ("closing every file descriptor", CALLS_3 + "for (int fd_ = 0; fd_ < 1024; fd_++) close(fd_);",
+     "it exited (status 0) before its report was complete"),
+]
+# a wrong function that closes stdout and stderr, or floods stdout with a fake verdict, still FAILs, with the
+# grader's own verdict as the last line; the reference's own that closes them still PASSes (its report is complete)
+QUIET = "static int closed_ = 0; if (!closed_++) { fclose(stdout); fclose(stderr); close(1); close(2); }"
+FLOOD = ('static int flooded_ = 0; if (!flooded_++) for (int i_ = 0; i_ < 200000; i_++) '
+         'printf("PASS: exercise 1, all 5 checks\\n");')
+
 # what each grader says first on its stub
 STUB_SAYS = {1: "look at:  db += sum over the rows of dout", 2: "look at:  xh = LN_x(x)",
              3: "look at:  dz = dx' / c_l + dy'", 4: "look at:  xf = LN_xf(x)", 5: "look at:  z = F(x)"}
+
+# what docs/exercises.md says of the statuses (tested below on a stub: FAIL)
+BATCH_STATUSES = "exit status 0 PASS, 1 FAIL, 2 an error"
+MAKE_STATUSES = "exit status 0 PASS, 2 FAIL or an error"
 
 passed = failed = 0
 VERBOSE = "-v" in sys.argv[1:]  # print each grader's verdict too (docs/exercises.md's table of planted mistakes)
@@ -76,6 +100,12 @@ def one_error_line(name, result, says):
          "exit status %d, stderr %r" % (rc, err[-400:]))
 
 
+def body_prefix(text, function, code):
+    """text with `code` at the start of the body of `function`"""
+    at = text.index("{", text.index("void %s(" % function)) + 1
+    return text[:at] + "\n    " + code + text[at:]
+
+
 def graders(folder):
     variants, cases = {}, []
     for n in exercise.EXERCISES:
@@ -94,20 +124,30 @@ def graders(folder):
         cases.append((n, len(variants[n]), "the reference's own", 0, "PASS: exercise %d, all" % n))
         variants[n].append(("the reference's own", solution))
     variants[5].append(("crash", exercise.solution(5)[0].replace("F_forward(t, t.x);", "abort();")))
+    cases.append((5, len(variants[5]) - 1, "crash", 1, "it stopped on SIGABRT"))
+    own, wrong = exercise.solution(1)[0], None
+    for m, mistake, right, bad, says in PLANTED[:1]:
+        wrong = (own.replace(right, bad), says)
+    for name, code, says in ESCAPES:
+        cases.append((1, len(variants[1]), "the reference's own, then " + name, 1,
+                      "the grader did not finish its checks (4 done, the last: dx, dw, db accumulate): " + says))
+        variants[1].append((name, body_prefix(own, "layernorm_backward", code)))
+    cases.append((1, len(variants[1]), "a mistake that closes stdout and stderr", 1, wrong[1]))
+    variants[1].append(("quiet", body_prefix(wrong[0], "layernorm_backward", QUIET)))
+    cases.append((1, len(variants[1]), "the reference's own that closes stdout and stderr", 0, "PASS: exercise 1"))
+    variants[1].append(("quiet", body_prefix(own, "layernorm_backward", QUIET)))
+    cases.append((1, len(variants[1]), "a mistake that floods stdout with PASS lines", 1, wrong[1]))
+    variants[1].append(("flood", body_prefix(wrong[0], "layernorm_backward", FLOOD)))
     binary = exercise.build(variants, folder)
     for n, v, name, want, says in cases:
         rc, out = exercise.run_grader(binary, n, v, name, capture=True)
-        ok = rc == want and says in out and (want == 0 or "FAIL: " in out)
+        verdict = out[max(out.rfind("\nPASS: "), out.rfind("\nFAIL: ")) + 1:]
+        # the verdict is the last thing said: PASS or FAIL as wanted, and what it must say
+        ok = rc == want and verdict.startswith("PASS: " if want == 0 else "FAIL: ") and says in verdict
         case("exercise %d, %s: %s" % (n, name, "PASS" if want == 0 else "FAIL, " + says.replace("look at:  ", "")),
              ok, "  exit status %d, wanted %d; the grader said:\n%s" % (rc, want, out[-1500:]))
         if VERBOSE:  # the grader's verdict: its lines from PASS: or FAIL: on
-            verdict = out[max(out.rfind("\nPASS: "), out.rfind("\nFAIL: ")) + 1:]
             print("".join("      " + line + "\n" for line in verdict.rstrip("\n").split("\n")))
-    try:
-        exercise.run_grader(binary, 5, len(variants[5]) - 1, "crash", capture=True)
-        case("a function that crashes: one error line", False, "  no error")
-    except exercise.Error as e:
-        case("a function that crashes: one error line", "stopped on SIGABRT" in str(e), "  " + str(e))
 
 
 def command_line(tmp):
@@ -146,9 +186,23 @@ def command_line(tmp):
     rc, out, err = tool("check", "5", solution, env=env)
     case("check N=5 on the reference's own function: PASS, exit status 0", rc == 0 and "PASS: exercise 5" in out,
          out[-800:] + err[-400:])
+    # the exit statuses docs/exercises.md gives for a lecturer's batch, for the commands it gives them for
+    with open(os.path.join(ROOT, "docs", "exercises.md"), encoding="utf-8") as f:
+        docs = f.read()
+    stub = os.path.join(tmp, "stub.cpp")
+    with open(stub, "w") as f:
+        f.write(exercise.stub(1))
+    rc, out, err = tool("check", "1", stub, env=env)
+    case("exercise.py check N FILE on a stub: FAIL as its last line, exit status 1 (docs: %s)" % BATCH_STATUSES,
+         rc == 1 and out.rfind("\nFAIL: ") > out.rfind("\nPASS: ") and BATCH_STATUSES in docs,
+         "exit status %d; %s" % (rc, out[-300:] + err[-300:]))
+    plain = {k: v for k, v in env.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}  # not make test's
+    r = subprocess.run(["make", "--no-print-directory", "-s", "exercise", "N=1", "FILE=" + stub], cwd=ROOT, env=plain,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    case("make exercise N=1 FILE=stub: FAIL, exit status 2, make's own for any failure (docs: %s)" % MAKE_STATUSES,
+         r.returncode == 2 and "\nFAIL: " in r.stdout and MAKE_STATUSES in docs, "exit status %d" % r.returncode)
     rc, out, err = tool("solution", "2", env=env)
     case("solution prints the reference's function", rc == 0 and exercise.solution(2)[0] in out, err)
-    plain = {k: v for k, v in env.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}  # not make test's
     rc = subprocess.run(["make", "--no-print-directory", "-s", "exercise", "N=7"], cwd=ROOT, env=plain,
                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     case("make exercise N=7: an error line, non-zero exit", rc.returncode != 0 and
@@ -156,10 +210,21 @@ def command_line(tmp):
     case("no temporary folders left", os.listdir(env["TMPDIR"]) == [], str(os.listdir(env["TMPDIR"])))
 
 
+def tree_listing():
+    """every file and folder under exercises/ and tests/, with its size and modification time: what the suite must
+    leave as it found it (without git, as in a downloaded tarball, too)"""
+    listing = []
+    for top in ("exercises", "tests"):
+        for folder, dirs, files in os.walk(os.path.join(ROOT, top)):
+            for name in sorted(dirs + files):
+                path = os.path.join(folder, name)
+                st = os.lstat(path)
+                listing.append("%s %d %d" % (os.path.relpath(path, ROOT), st.st_size, st.st_mtime_ns))
+    return sorted(listing)
+
+
 def main():
-    git_status = ["git", "status", "--porcelain", "--untracked-files=all", "--ignored", "--", "exercises", "tests"]
-    status = subprocess.run(git_status, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    before = tree_listing()
     tmp = tempfile.mkdtemp(prefix="test-exercises-")
     try:
         try:
@@ -169,10 +234,10 @@ def main():
         command_line(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if status.returncode == 0:
-        after = subprocess.run(git_status, cwd=ROOT,
-                               stdout=subprocess.PIPE, text=True).stdout
-        case("nothing left in the working tree", after == status.stdout, after)
+    after = tree_listing()
+    case("nothing left in exercises/ or tests/", after == before,
+         "\n".join("  + " + x for x in sorted(set(after) - set(before))) + "\n" +
+         "\n".join("  - " + x for x in sorted(set(before) - set(after))))
     print("%d passed, %d failed" % (passed, failed))
     return 0 if failed == 0 else 1
 

@@ -509,10 +509,27 @@ check "compare_logs: equal within the bound, the timings aside" python3 tools/co
 check "compare_logs: a loss 2% off fails 1e-5" bash -c "! python3 tools/compare_logs.py '$W/a.log' '$W/c.log' 1e-5"
 check "compare_logs: a missing line fails" bash -c "! python3 tools/compare_logs.py '$W/a.log' '$W/d.log' 1e-5"
 printf 's:0 trl:abc norm:1.2000 lr:1.000e-03 ms:10.0\ns:1 tel:5.400000\n' > "$W/e.log" && head -c 300 /bin/sh > "$W/f.log"
-for bad in "$W/absent.log $W/a.log 1e-5" "$W/f.log $W/a.log 1e-5" "$W/a.log $W/e.log 1e-5" "$W/a.log $W/b.log x" "$W/a.log"; do
+: > "$W/empty.log" && : > "$W/empty2.log" && printf 'hello world\nbye\n' > "$W/text.log"
+# two empty logs (two runs that stopped before their first step) are not two equal main.logs, nor is any text
+for bad in "$W/absent.log $W/a.log 1e-5" "$W/f.log $W/a.log 1e-5" "$W/a.log $W/e.log 1e-5" "$W/a.log $W/b.log x" "$W/a.log" \
+    "$W/empty.log $W/empty2.log 1e-5" "$W/text.log $W/text.log 1e-5"; do
     check "compare_logs $(basename -a $bad | tr '\n' ' '): one error line, exit 2 (it was a traceback)" bash -c \
         "python3 tools/compare_logs.py $bad 2> '$W/cl.err'; [ \$? = 2 ] && [ \$(wc -l < '$W/cl.err') = 1 ] && grep -q '^error: ' '$W/cl.err'"
 done
+
+# --- tools/emulate_gpu.sh's trainer step counts the trainers' exit statuses: two that stop at the same step write
+# the same partial main.log, which is not agreement; two that finish with the same one agree
+fake_trainer() {  # PATH EXIT_STATUS: a trainer that writes one main.log line into its -o folder
+    printf '#!/usr/bin/env bash\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done\nmkdir -p "$out" && printf "s:0 tel:5.500000\\n" > "$out/main.log"\nexit %s\n' "$2" > "$1"
+    chmod +x "$1"
+}
+fake_trainer "$W/dies.sh" 1 && fake_trainer "$W/ends.sh" 0
+check "emulate_gpu.sh: two trainers that die at the same step do not agree (exit 1, '0 passed, 1 failed')" bash -c \
+    "STAGES=train PRECISIONS=FP32 CPU_TRAINER='$W/dies.sh' GPU_TRAINER='$W/dies.sh' bash tools/emulate_gpu.sh > '$W/emu.out' 2>&1
+     [ \$? = 1 ] && [ \"\$(tail -n 1 '$W/emu.out')\" = '0 passed, 1 failed' ] && grep -q 'did not both finish: reference_cpu exit status 1, emulated FP32 train_gpt2cu 1' '$W/emu.out'"
+check "emulate_gpu.sh: ... two that finish with the same main.log agree (exit 0, '1 passed, 0 failed')" bash -c \
+    "STAGES=train PRECISIONS=FP32 CPU_TRAINER='$W/ends.sh' GPU_TRAINER='$W/ends.sh' bash tools/emulate_gpu.sh > '$W/emu.out' 2>&1
+     [ \$? = 0 ] && [ \"\$(tail -n 1 '$W/emu.out')\" = '1 passed, 0 failed' ]"
 
 # --- the PyTorch peer computes our model: its loss of ./reference_cpu's checkpoints equals the trainer's val loss,
 # every layout's in one process (as tests/gpu_check.sh runs it)

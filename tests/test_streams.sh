@@ -107,11 +107,12 @@ printf 'not a checkpoint' > "$TMP/errs/corrupt.bin"
 head -c 5000 "$TMP/pre/model_00000020.bin" > "$TMP/errs/truncated.bin"
 mkdir "$TMP/errs/dir.png"
 CKPT=$TMP/pre/model_00000020.bin
+RUNNER=(tools/streams.py)
 error_case() {  # NAME EXPECTED-TEXT ARGS...
     local name=$1 want=$2 before after rc
     shift 2
     before=$(ls -A "$TMP/errs" "$TMPDIR")
-    $PY tools/streams.py "$@" > "$TMP/e.out" 2> "$TMP/e.err"
+    $PY "${RUNNER[@]}" "$@" > "$TMP/e.out" 2> "$TMP/e.err"
     rc=$?
     after=$(ls -A "$TMP/errs" "$TMPDIR")
     if [ $rc -eq 1 ] && [ ! -s "$TMP/e.out" ] && [ "$(wc -l < "$TMP/e.err")" -eq 1 ] \
@@ -132,6 +133,18 @@ error_case "-t beyond the model's maxT" "maximum sequence length" "$CKPT" -t 64 
 error_case "-b 0" "at least 1" "$CKPT" -b 0 -o "$TMP/errs/p.png"
 error_case "a missing shard" "no token shard" "$CKPT" -t 32 --val "$TMP/errs/none.bin" -o "$TMP/errs/p.png"
 error_case "an unknown flag" "unrecognized" "$CKPT" --bogus -o "$TMP/errs/p.png"
+# ^C while it works: a KeyboardInterrupt where the tool imports torch (as a ^C there would raise it)
+RUNNER=(-c "
+import runpy, sys
+class Interrupt:
+    def find_spec(self, name, path=None, target=None):
+        if name == 'torch':
+            raise KeyboardInterrupt
+sys.meta_path.insert(0, Interrupt())
+sys.argv = ['tools/streams.py'] + sys.argv[1:]
+runpy.run_path('tools/streams.py', run_name='__main__')")
+error_case "interrupted (^C)" "interrupted" "$CKPT" --init -t 32 -o "$TMP/errs/p.png" --csv "$TMP/errs/p.csv"
+RUNNER=(tools/streams.py)
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

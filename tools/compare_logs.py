@@ -19,15 +19,25 @@ def fail(message):
 
 
 def read_lines(path):
+    """the lines of a main.log: at least one, each `s:STEP` and then `key:value` fields (an empty file, a run that
+    died before its first line, is not one: two of them would agree on nothing)"""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
         fail("cannot read '%s' (%s)" % (path, e.strerror or e))
     try:
-        return data.decode("utf-8").strip().split("\n")
+        lines = data.decode("utf-8").strip().split("\n")
     except UnicodeDecodeError:
         fail("'%s' is not a main.log (not text)" % path)
+    if lines == [""]:
+        fail("'%s' is empty, not a main.log (a run that stopped before its first step?)" % path)
+    for line in lines:
+        fields = line.split()
+        if not fields or not fields[0].startswith("s:") or not fields[0][2:].isdigit() or \
+                not all(":" in f for f in fields[1:]) or len(fields) < 2:
+            fail("'%s' is not a main.log: line '%s' is not 's:STEP key:value ...'" % (path, line[:80]))
+    return lines
 
 
 def number(text, path, line):
@@ -81,4 +91,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        fail("interrupted")

@@ -108,8 +108,8 @@ def main():
             fail("no main.log at '%s'" % path)
         name = os.path.basename(os.path.dirname(os.path.abspath(path)))
         logs.append((name, read_log(path)))
-    if not any(log["trl"] or log["tel"] for _, log in logs):
-        fail("the logs hold no losses yet")
+        if not (logs[-1][1]["trl"] or logs[-1][1]["tel"]):  # not drawn as if it were a run
+            fail("'%s' holds no losses yet (a run that has not logged a step)" % path)
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -155,4 +155,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        fail("interrupted")  # (save() removes a half-written image)

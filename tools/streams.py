@@ -332,6 +332,8 @@ def main():
         sys.exit(f"error: {e}")
     except OSError as e:
         sys.exit(f"error: {e}")
+    except KeyboardInterrupt:
+        sys.exit("error: interrupted")  # (the finally below removes what was staged)
     finally:
         for tmp, _ in staged:
             if os.path.exists(tmp):
