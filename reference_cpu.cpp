@@ -439,6 +439,7 @@ static void qkv_norm_forward(real* out, real* mean, real* rstd, const real* inp,
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)); dw_j += xhat * dout, db_j += dout, summed over the rows of part
 // j (every token and head). Tokens go in fixed chunks of 16, as there: each chunk sums its own dw, db, and the chunks
 // are then added in order, so the result does not depend on the number of threads.
+// EXERCISE 7 BEGIN: docs/exercises.md
 static void qkv_norm_backward(real* dinp, real* const dw[3], real* const db[3], const real* dout, const real* inp,
                               const real* const w[3], const real* mean, const real* rstd, int N, int C, int NH) {
     int hs = C / NH;
@@ -477,6 +478,7 @@ static void qkv_norm_backward(real* dinp, real* const dw[3], real* const db[3], 
                 db[j][i] += partial[((size_t)k * 3 + j) * 2 * hs + hs + i];
             }
 }
+// EXERCISE 7 END
 
 // ----------------------------------------------------------------------------------------------------------------
 // GELU, tanh approximation: gelu(x) = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
@@ -793,6 +795,7 @@ static void F_backward(const SubLayer& t, const real* u, real* du) {
 }
 
 // Pre-Norm (GPT-2):  u = LN(x);  z = F(u);  x' = x + z
+// EXERCISE 8 BEGIN: docs/exercises.md
 static void pre_sublayer_forward(const SubLayer& t) {
     layernorm_forward(t.LN, t.u, t.x);              // u = LN(x)
     F_forward(t, t.u);                              // z = F(u)
@@ -805,6 +808,7 @@ static void pre_sublayer_backward(const SubLayer& t) {
     F_backward(t, t.u, t.du);                       // z = F(u):  du += F'(dz)
     layernorm_backward(t.LN, t.dx, t.du, t.x);      // u = LN(x):  dx += LN'(du)
 }
+// EXERCISE 8 END
 
 // Post-Norm (GPT-1, the Transformer):  z = F(x);  sum = x + z;  x' = LN(sum)
 // EXERCISE 5 BEGIN: docs/exercises.md
@@ -902,6 +906,7 @@ static void siamese_sublayer_backward(const SubLayer& t) {
 // SiameseNorm's language-model form at the attention (the official code's hybrid_pre), whose X stream is
 // HybridNorm's: no LN_x and no LN_in; a learned gain c1 (C channels, from 1) on x instead. Block l, c_l = sqrt(2(l+1)):
 //     yh = LN_y(y);  u = c1 x + yh;  z = F(u);  x' = x + z / c_l;  y' = y + z
+// EXERCISE 6 BEGIN: docs/exercises.md
 static void siamese_c1_sublayer_forward(const SubLayer& t) {
     int C = t.m->config.channels;
     layernorm_forward(t.LN_y, t.yh, t.y);               // yh = LN_y(y)
@@ -921,6 +926,7 @@ static void siamese_c1_sublayer_backward(const SubLayer& t) {
     gain_add_backward(t.dc1, t.dx, t.dyh, t.du, t.c1, t.x, t.n, C);  // u = c1 x + yh:  dc1, dx += c1 du, dyh += du
     layernorm_backward(t.LN_y, t.dy, t.dyh, t.y);       // yh = LN_y(y):  dy += LN_y'(dyh)
 }
+// EXERCISE 6 END
 
 // Peri-LN (Kim et al. 2025; the "sandwich" of Gemma 2 and OLMo 2): Pre-Norm with a second LayerNorm on F's output,
 // before the residual add:

@@ -25,7 +25,7 @@ it itself: a report cut short (the process ended by the function) is a FAIL that
 #include <string>
 #include <vector>
 
-static int exercise_variant[8][2];  // [exercise][function of its region]: -1 the reference's, k the k-th variant
+static int exercise_variant[9][2];  // [exercise][function of its region]: -1 the reference's, k the k-th variant
 
 #define REFERENCE_CPU_NO_MAIN
 #include "reference_exercise.cpp"
@@ -218,7 +218,7 @@ static std::string scope_name(const GPT2Config& c, int s) {
     if (s == 2 * c.num_layers) return "the head";
     char buf[96];
     int l = s / 2;
-    if (sublayer_kind(c, s) == SUBLAYER_SIAMESE)
+    if (sublayer_kind(c, s) == SUBLAYER_SIAMESE || sublayer_kind(c, s) == SUBLAYER_SIAMESE_C1)
         snprintf(buf, sizeof(buf), "sub-layer %d (block %d, %s, c_l = %.4g)", s, l, s % 2 ? "MLP" : "attention",
                  1 / inv_depth_scale(c, l));
     else snprintf(buf, sizeof(buf), "sub-layer %d (block %d, %s)", s, l, s % 2 ? "MLP" : "attention");
@@ -554,6 +554,122 @@ static void exercise_5(int v) {
                    {"dsum", "dz", "dx"});
 }
 
+// ----------------------------------------------------------------------------------------------------------------
+// exercise 6: siamese_c1's sub-layer (siamese-hybrid's attention), forward and backward; 7: the QKV-norm's backward,
+// on one QKV-norm alone, then in siamese-hybrid's attention; 8: Pre-Norm's sub-layer, forward and backward
+
+static void exercise_6(int v) {
+    Model M("siamese-hybrid");
+    printf("  siamese_c1_sublayer_forward (siamese-hybrid's attention sub-layers) against the reference's from the "
+           "same x\n  and y (relative, bound %.0e; what it does not write stays NaN):\n", SAME_BOUND);
+    check_forward(M, 6, v, sublayers(M, SUBLAYER_SIAMESE_C1, false),
+                  {{"yh", "yh = LN_y(y)"}, {"u", "u = c1 x + yh"}, {"z", "z = F(u)"}, {"x'", "x' = x + z / c_l"},
+                   {"y'", "y' = y + z"}});
+    printf("  siamese_c1_sublayer_backward (after the reference's forward) against the finite differences:\n");
+    use(6, 0, -1), use(6, 1, v);
+    check_backward(M, 6, sublayers(M, SUBLAYER_SIAMESE_C1, true),
+                   {{"F", "dz = dx' / c_l + dy';  du = F'(dz)"},
+                    {"c1", "dc1 += the sum over tokens of du x"},
+                    {"LN_y", "dyh += du;  dy += LN_y'(dyh)"},
+                    {"dy", "dy = dy' + LN_y'(dyh)  (the identity path and LN_y's, both +=)"},
+                    {"dx", "dx = dx' + c1 du  (x reaches x' directly and u through c1: both add into dx)"}},
+                   {"dz", "du", "dyh", "dy", "dx"});
+}
+
+static void exercise_7(int v) {
+    use(7, 0, v);
+    const int N = 20, C = C_, NH = NH_, hs = C / NH, R = N * 3 * NH;  // 20 tokens: past the reference's chunks of 16
+    std::vector<real> inp(N * 3 * C), out(N * 3 * C), dout(N * 3 * C), w(3 * hs), b(3 * hs), mean(R), rstd(R);
+    uint64_t rng = 7;
+    for (int i = 0; i < N * 3 * C; i++) inp[i] = (real)(0.3 * (i / hs % 5) + 1.5 * random_normal(&rng));
+    for (int i = 0; i < 3 * hs; i++)
+        w[i] = (real)(1 + 0.3 * random_normal(&rng)), b[i] = (real)(0.3 * random_normal(&rng));
+    for (int i = 0; i < N * 3 * C; i++) dout[i] = (real)random_normal(&rng);
+    const real* wp[3] = {&w[0], &w[hs], &w[2 * hs]};
+    const real* bp[3] = {&b[0], &b[hs], &b[2 * hs]};
+    auto loss = [&] {  // sum(dout * QKVnorm(inp)): its gradient by out is dout
+        qkv_norm_forward(out.data(), mean.data(), rstd.data(), inp.data(), wp, bp, N, C, NH);
+        double s = 0;
+        for (int i = 0; i < N * 3 * C; i++) s += (double)dout[i] * out[i];
+        return s;
+    };
+    auto backward = [&](real fill, std::vector<real>* dinp, std::vector<real>* dw, std::vector<real>* db) {
+        dinp->assign(N * 3 * C, fill), dw->assign(3 * hs, fill), db->assign(3 * hs, fill);
+        loss();
+        real* dwp[3] = {&(*dw)[0], &(*dw)[hs], &(*dw)[2 * hs]};
+        real* dbp[3] = {&(*db)[0], &(*db)[hs], &(*db)[2 * hs]};
+        qkv_norm_backward(dinp->data(), dwp, dbp, dout.data(), inp.data(), wp, mean.data(), rstd.data(), N, C, NH);
+    };
+    std::vector<real> dinp, dw, db;
+    backward(0, &dinp, &dw, &db);
+    auto error = [&](std::vector<real>& values, const std::vector<real>& grad) {
+        std::vector<std::pair<double, double>> pairs;
+        for (size_t i = 0; i < values.size(); i++) pairs.push_back({five_point(&values[i], loss), grad[i]});
+        return worst_relative_error(pairs);
+    };
+    printf("  one QKV-norm, %d tokens, %d heads of %d channels in each of q, k, v (loss = sum(dout * out)):\n", N,
+           NH, hs);
+    report("db (q, k, v)", "", error(b, db), FD_BOUND, "db_j += sum over the tokens and heads of dout_j");
+    report("dw (q, k, v)", "", error(w, dw), FD_BOUND, "dw_j += sum over the tokens and heads of xhat * dout_j");
+    // what the rows of dx say: each (token, part, head) row is one LayerNorm of hs channels, so it sums to 0
+    double row_sum = 0;
+    for (int r = 0; r < R; r++) {
+        double sum = 0, absum = 0;
+        for (int i = 0; i < hs; i++) sum += dinp[r * hs + i], absum += std::fabs(dinp[r * hs + i]);
+        row_sum = worse(row_sum, std::fabs(sum) / (absum > 0 ? absum : 1));
+    }
+    std::string dx_hint;
+    if (!(row_sum < 1e-9))
+        dx_hint = "a head's row of your dx sums to " + number(row_sum) + " times the sum of its |dx|, not to 0: each "
+                  "row of hs channels is one LayerNorm, whose rows of dx sum to 0. The - mean(g) term, over the row's "
+                  "hs channels (not C)";
+    report("dx", "", error(inp, dinp), FD_BOUND,
+           "dx += rstd (g - mean(g) - xhat mean(g xhat)),  g = w_j dout, means over the row's hs channels", dx_hint);
+    std::vector<real> dinp2, dw2, db2;
+    backward((real)0.25, &dinp2, &dw2, &db2);
+    double acc = 0;
+    for (auto [got, want] : {std::make_pair(&dinp2, &dinp), std::make_pair(&dw2, &dw), std::make_pair(&db2, &db)}) {
+        for (real& g : *got) g -= (real)0.25;
+        acc = worse(acc, difference(got->data(), want->data(), want->size()));
+    }
+    report("dx, dw, db accumulate", "", acc, SAME_BOUND, "each adds (+=) to what the buffer holds",
+           "started from 0.25 instead of 0, dx, dw or db did not end 0.25 above what they end from 0: a backward "
+           "function adds into its gradients (+=)");
+
+    // In the model: the QKV-norm's gains and shifts of each block, and what its dx feeds (qkvw, qkvb, then the
+    // streams). lnkb is left out: its gradient is 0 in exact arithmetic (a shift of every key moves each score row
+    // by a constant, which the softmax ignores; docs/siamesenorm.md, section 10.2), so the stencil has nothing to
+    // compare; the one QKV-norm above checks it.
+    Model M("siamese-hybrid");
+    printf("  siamese-hybrid's attention (L=%d, C=%d, %d heads of %d), every block, against the finite differences:\n",
+           L_, C_, NH_, C_ / NH_);
+    check_backward(M, 7, sublayers(M, SUBLAYER_SIAMESE_C1, true),
+                   {{"lnqw", "dw_q += sum over tokens and heads of xhat * dq"},
+                    {"lnqb", "db_q += sum over tokens and heads of dq"},
+                    {"lnkw", "dw_k += sum over tokens and heads of xhat * dk"},
+                    {"lnvw", "dw_v += sum over tokens and heads of xhat * dv"},
+                    {"lnvb", "db_v += sum over tokens and heads of dv"},
+                    {"F", "d(u W_qkv + b) = LN_q'(dq), LN_k'(dk), LN_v'(dv);  then qkvw, qkvb"},
+                    {"dy", "dy: through d(u W_qkv + b), F's input u = c1 x + LN_y(y)"},
+                    {"dx", "dx: through d(u W_qkv + b), F's input u = c1 x + LN_y(y)"}},
+                   {});
+}
+
+static void exercise_8(int v) {
+    Model M("pre");
+    printf("  pre_sublayer_forward against the reference's from the same x (relative, bound %.0e; what it does not "
+           "write stays NaN):\n", SAME_BOUND);
+    check_forward(M, 8, v, sublayers(M, SUBLAYER_PRE, false),
+                  {{"u", "u = LN(x)"}, {"z", "z = F(u)"}, {"x'", "x' = x + z"}});
+    printf("  pre_sublayer_backward (after the reference's forward) against the finite differences:\n");
+    use(8, 0, -1), use(8, 1, v);
+    check_backward(M, 8, sublayers(M, SUBLAYER_PRE, true),
+                   {{"F", "dz = dx';  du = F'(dz)"},
+                    {"LN", "dx += LN'(du)"},
+                    {"dx", "dx = dx' + LN'(du)  (x feeds the sum and LN: both add into dx)"}},
+                   {"dz", "du", "dx"});
+}
+
 static const char* const TITLES[] = {
     nullptr,
     "layernorm_backward",
@@ -561,19 +677,24 @@ static const char* const TITLES[] = {
     "siamese_sublayer_backward",
     "siamese_head_forward and siamese_head_backward",
     "post_sublayer_forward and post_sublayer_backward",
+    "siamese_c1_sublayer_forward and siamese_c1_sublayer_backward",
+    "qkv_norm_backward",
+    "pre_sublayer_forward and pre_sublayer_backward",
 };
 
 int main(int argc, char** argv) {
     if (argc < 3) internal("usage: grader N VARIANT [NAME]");
     int n = atoi(argv[1]), v = atoi(argv[2]);
-    if (n < 1 || n > 5) internal("no exercise %s", argv[1]);
+    const int EXERCISES = (int)(sizeof(TITLES) / sizeof(TITLES[0])) - 1;
+    if (n < 1 || n > EXERCISES) internal("no exercise %s", argv[1]);
     for (auto& e : exercise_variant) e[0] = e[1] = -1;
     open_report();
     printf("exercise %d: %s%s%s\n", n, TITLES[n], argc > 3 ? ", from " : "", argc > 3 ? argv[3] : "");
     printf("float64; gradients against finite differences (the five-point stencil, h = %.0e): error = max |fd - "
            "yours|\n  / max(|fd|, |yours|) over a tensor's checked entries, bound %.0e\n", FD_STEP, FD_BOUND);
     if (n > 1) printf("model: L=%d, C=%d, %d heads, B=%d, T=%d\n", L_, C_, NH_, B_, T_);
-    void (*exercises[])(int) = {nullptr, exercise_1, exercise_2, exercise_3, exercise_4, exercise_5};
+    void (*exercises[])(int) = {nullptr,    exercise_1, exercise_2, exercise_3, exercise_4,
+                                exercise_5, exercise_6, exercise_7, exercise_8};
     exercises[n](v);
     // the verdict, every check having run: printed here when run by hand, else sent in the report (exercise.py
     // prints it, after everything the checks printed)
