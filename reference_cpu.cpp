@@ -26,19 +26,19 @@ function per kind of sub-layer (how the streams become F's input and take its ou
 
 How to read it (the functions in this order; C++ wants them defined bottom-up, so the file runs the other way):
   1. gpt2_forward: the encoder makes h0 = x = y; then for each sub-layer s = 2l + k (k = 0 the attention of block
-     l, 1 its MLP) its layout's boundary function, e.g. siamese_boundary_forward, whose body is SiameseNorm's line
+     l, 1 its MLP) its layout's sub-layer function, e.g. siamese_sublayer_forward, whose body is SiameseNorm's line
      above, F included; then the head, e.g. siamese_head_forward, which ends in the logits; then the loss.
   2. The layouts, each a forward and a backward whose comment is the equation: pre_, post_, deepnorm_,
-     siamese_, residual_, normed_, siamese_c1_ and peri_boundary_forward / _backward, the heads lnf_, identity_ and
-     siamese_head_forward / _backward, and boundary_of / head_of, the one place that says which runs where (Mix-LN
+     siamese_, residual_, normed_, siamese_c1_ and peri_sublayer_forward / _backward, the heads lnf_, identity_ and
+     siamese_head_forward / _backward, and run_sublayer / run_head, the one place that says which runs where (Mix-LN
      is pre and post, block by block; HybridNorm residual at the attention, normed at the MLP).
      They name their tensors as the paper does (x, y, xh, u, z, ...): the structs SubLayer and Head.
   3. F: attention_block_forward and mlp_block_forward, the same for every layout, but for the QKV-norm of the
      HybridNorm layouts (qkv_norm_forward: q, k and v LayerNorm-ed over each head's channels, before the attention).
   4. gpt2_backward: the same path in reverse; each _backward stands beside its _forward.
   5. The operations, llm.c's pairs: encoder, layernorm, matmul (matmul_forward_naive is the math; matmul_forward
-     the same product in register tiles), attention (and the QKV-norm), gelu, residual (and gain_residual, c1's),
-     softmax and cross-entropy.
+     the same product in register tiles), attention (and the QKV-norm), gelu, add (a + scale b: the residual adds
+     and the sums; gain_add, c1's), softmax and cross-entropy.
   6. gpt2_update: AdamW.
 A first reading may skip the tiled matrix products (matmul_forward, gemm_acc), the section "where the named tensors
 live" (the activation buffer that SubLayer and Head point into), and the trainer's hooks at the end (micro-batches,
@@ -504,15 +504,16 @@ static void gelu_backward(real* dinp, const real* inp, const real* dout, size_t 
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// residual: out = a + scale * b. Pre-Norm's and the Y stream's identity adds use scale 1; SiameseNorm's X stream
-// uses scale 1/c_l.
+// add: out = a + scale * b, element by element, and its backward. The residual adds (Pre-Norm's x' = x + z, the Y
+// stream's y' = y + z) use scale 1, SiameseNorm's X stream x' = xh + z / c_l scale 1/c_l, DeepNorm's alpha x + z
+// scale alpha; and the plain sums a LayerNorm reads (SiameseNorm's h = xh + yh, Post-Norm's h = x + z) are adds too.
 
-static void residual_forward(real* out, const real* a, const real* b, real scale, size_t N) {
+static void add_forward(real* out, const real* a, const real* b, real scale, size_t N) {
 #pragma omp parallel for
     for (size_t i = 0; i < N; i++) out[i] = a[i] + scale * b[i];
 }
 
-static void residual_backward(real* da, real* db, const real* dout, real scale, size_t N) {
+static void add_backward(real* da, real* db, const real* dout, real scale, size_t N) {
 #pragma omp parallel for
     for (size_t i = 0; i < N; i++) {
         da[i] += dout[i];
@@ -521,15 +522,15 @@ static void residual_backward(real* da, real* db, const real* dout, real scale, 
 }
 
 // out = g * a + b over rows of C channels, g a gain of C channels (siamese_c1's h = c1 x + LN_y(y)); n elements
-static void gain_residual_forward(real* out, const real* g, const real* a, const real* b, size_t n, int C) {
+static void gain_add_forward(real* out, const real* g, const real* a, const real* b, size_t n, int C) {
 #pragma omp parallel for
     for (size_t i = 0; i < n; i++) out[i] = g[i % C] * a[i] + b[i];
 }
 
 // dg += the sum over rows of dout * a;  da += g * dout;  db += dout. Parallel over the channels: each channel's dg
 // is summed over the rows in order by one thread, so the result does not depend on the number of threads.
-static void gain_residual_backward(real* dg, real* da, real* db, const real* dout, const real* g, const real* a,
-                                   size_t n, int C) {
+static void gain_add_backward(real* dg, real* da, real* db, const real* dout, const real* g, const real* a,
+                              size_t n, int C) {
     size_t rows = n / C;
 #pragma omp parallel for
     for (int i = 0; i < C; i++) {
@@ -791,73 +792,73 @@ static void F_backward(const SubLayer& t, const real* u, real* du) {
 }
 
 // Pre-Norm (GPT-2):  u = LN(x);  z = F(u);  x' = x + z
-static void pre_boundary_forward(const SubLayer& t) {
+static void pre_sublayer_forward(const SubLayer& t) {
     layernorm_forward(t.LN, t.u, t.x);              // u = LN(x)
     F_forward(t, t.u);                              // z = F(u)
-    residual_forward(t.x_out, t.x, t.z, 1, t.n);    // x' = x + z
+    add_forward(t.x_out, t.x, t.z, 1, t.n);         // x' = x + z
 }
 
 // dx += dx';  dz += dx';  du = F'(dz);  dx += LN'(du)
-static void pre_boundary_backward(const SubLayer& t) {
-    residual_backward(t.dx, t.dz, t.dx_out, 1, t.n);
+static void pre_sublayer_backward(const SubLayer& t) {
+    add_backward(t.dx, t.dz, t.dx_out, 1, t.n);
     F_backward(t, t.u, t.du);
     layernorm_backward(t.LN, t.dx, t.du, t.x);
 }
 
 // Post-Norm (GPT-1, the Transformer):  z = F(x);  h = x + z;  x' = LN(h)
 // EXERCISE 5 BEGIN: docs/exercises.md
-static void post_boundary_forward(const SubLayer& t) {
+static void post_sublayer_forward(const SubLayer& t) {
     F_forward(t, t.x);                              // z = F(x): F reads the stream itself
-    residual_forward(t.h, t.x, t.z, 1, t.n);        // h = x + z
+    add_forward(t.h, t.x, t.z, 1, t.n);             // h = x + z
     layernorm_forward(t.LN, t.x_out, t.h);          // x' = LN(h)
 }
 
 // dh = LN'(dx');  dx += dh;  dz += dh;  dx += F'(dz)  (F's input is x)
-static void post_boundary_backward(const SubLayer& t) {
+static void post_sublayer_backward(const SubLayer& t) {
     layernorm_backward(t.LN, t.dh, t.dx_out, t.h);
-    residual_backward(t.dx, t.dz, t.dh, 1, t.n);
+    add_backward(t.dx, t.dz, t.dh, 1, t.n);
     F_backward(t, t.x, t.dx);
 }
 // EXERCISE 5 END
 
 // DeepNorm (DeepNet):  z = F(x);  h = alpha x + z;  x' = LN(h)
-static void deepnorm_boundary_forward(const SubLayer& t) {
+static void deepnorm_sublayer_forward(const SubLayer& t) {
     F_forward(t, t.x);                              // z = F(x)
-    residual_forward(t.h, t.z, t.x, t.alpha, t.n);  // h = z + alpha x
+    add_forward(t.h, t.z, t.x, t.alpha, t.n);       // h = z + alpha x
     layernorm_forward(t.LN, t.x_out, t.h);          // x' = LN(h)
 }
 
 // dh = LN'(dx');  dz += dh;  dx += alpha dh;  dx += F'(dz)
-static void deepnorm_boundary_backward(const SubLayer& t) {
+static void deepnorm_sublayer_backward(const SubLayer& t) {
     layernorm_backward(t.LN, t.dh, t.dx_out, t.h);
-    residual_backward(t.dz, t.dx, t.dh, t.alpha, t.n);
+    add_backward(t.dz, t.dx, t.dh, t.alpha, t.n);
     F_backward(t, t.x, t.dx);
 }
 
 // HybridNorm's attention (Zhuo et al. 2025): no LayerNorm around F, which normalizes q, k, v inside itself:
 //     z = F(x);  x' = x + z
-static void residual_boundary_forward(const SubLayer& t) {
+static void residual_sublayer_forward(const SubLayer& t) {
     F_forward(t, t.x);                              // z = F(x): F reads the stream itself
-    residual_forward(t.x_out, t.x, t.z, 1, t.n);    // x' = x + z
+    add_forward(t.x_out, t.x, t.z, 1, t.n);         // x' = x + z
 }
 
 // dx += dx';  dz += dx';  dx += F'(dz)
-static void residual_boundary_backward(const SubLayer& t) {
-    residual_backward(t.dx, t.dz, t.dx_out, 1, t.n);
+static void residual_sublayer_backward(const SubLayer& t) {
+    add_backward(t.dx, t.dz, t.dx_out, 1, t.n);
     F_backward(t, t.x, t.dx);
 }
 
 // HybridNorm's MLP: the stream is normalized and the residual branch starts from the normalized stream:
 //     u = LN(x);  z = F(u);  x' = u + z
-static void normed_boundary_forward(const SubLayer& t) {
+static void normed_sublayer_forward(const SubLayer& t) {
     layernorm_forward(t.LN, t.u, t.x);              // u = LN(x)
     F_forward(t, t.u);                              // z = F(u)
-    residual_forward(t.x_out, t.u, t.z, 1, t.n);    // x' = u + z
+    add_forward(t.x_out, t.u, t.z, 1, t.n);         // x' = u + z
 }
 
 // du += dx';  dz += dx';  du += F'(dz);  dx += LN'(du)
-static void normed_boundary_backward(const SubLayer& t) {
-    residual_backward(t.du, t.dz, t.dx_out, 1, t.n);
+static void normed_sublayer_backward(const SubLayer& t) {
+    add_backward(t.du, t.dz, t.dx_out, 1, t.n);
     F_backward(t, t.u, t.du);
     layernorm_backward(t.LN, t.dx, t.du, t.x);
 }
@@ -865,27 +866,27 @@ static void normed_boundary_backward(const SubLayer& t) {
 // SiameseNorm (Li et al. 2026), sub-layer F of block l, c_l = sqrt(2(l+1)):
 //     xh = LN_x(x);  yh = LN_y(y);  h = xh + yh;  u = LN_in(h);  z = F(u);  x' = xh + z / c_l;  y' = y + z
 // EXERCISE 2 BEGIN: docs/exercises.md
-static void siamese_boundary_forward(const SubLayer& t) {
-    layernorm_forward(t.LN_x, t.xh, t.x);               // xh = LN_x(x)
-    layernorm_forward(t.LN_y, t.yh, t.y);               // yh = LN_y(y)
-    residual_forward(t.h, t.xh, t.yh, 1, t.n);          // h = xh + yh
+static void siamese_sublayer_forward(const SubLayer& t) {
+    layernorm_forward(t.LN_x, t.xh, t.x);           // xh = LN_x(x)
+    layernorm_forward(t.LN_y, t.yh, t.y);           // yh = LN_y(y)
+    add_forward(t.h, t.xh, t.yh, 1, t.n);           // h = xh + yh
     if (t.has_ln_in) layernorm_forward(t.LN_in, t.u, t.h);  // u = LN_in(h)
-    const real* u = t.has_ln_in ? t.u : t.h;            //   (--no-ln-in: u = h)
-    F_forward(t, u);                                    // z = F(u)
-    residual_forward(t.x_out, t.xh, t.z, t.inv_c, t.n); // x' = xh + z / c_l
-    residual_forward(t.y_out, t.y, t.z, 1, t.n);        // y' = y + z
+    const real* u = t.has_ln_in ? t.u : t.h;        //   (--no-ln-in: u = h)
+    F_forward(t, u);                                // z = F(u)
+    add_forward(t.x_out, t.xh, t.z, t.inv_c, t.n);  // x' = xh + z / c_l
+    add_forward(t.y_out, t.y, t.z, 1, t.n);         // y' = y + z
 }
 // EXERCISE 2 END
 
 // dxh += dx';  dz += dx' / c_l;  dy += dy';  dz += dy';  du = F'(dz);
 // dh = LN_in'(du);  dxh += dh;  dyh += dh;  dy += LN_y'(dyh);  dx += LN_x'(dxh)
 // EXERCISE 3 BEGIN: docs/exercises.md
-static void siamese_boundary_backward(const SubLayer& t) {
-    residual_backward(t.dxh, t.dz, t.dx_out, t.inv_c, t.n);
-    residual_backward(t.dy, t.dz, t.dy_out, 1, t.n);
+static void siamese_sublayer_backward(const SubLayer& t) {
+    add_backward(t.dxh, t.dz, t.dx_out, t.inv_c, t.n);
+    add_backward(t.dy, t.dz, t.dy_out, 1, t.n);
     F_backward(t, t.has_ln_in ? t.u : t.h, t.has_ln_in ? t.du : t.dh);
     if (t.has_ln_in) layernorm_backward(t.LN_in, t.dh, t.du, t.h);
-    residual_backward(t.dxh, t.dyh, t.dh, 1, t.n);
+    add_backward(t.dxh, t.dyh, t.dh, 1, t.n);
     layernorm_backward(t.LN_y, t.dy, t.dyh, t.y);
     layernorm_backward(t.LN_x, t.dx, t.dxh, t.x);
 }
@@ -894,39 +895,39 @@ static void siamese_boundary_backward(const SubLayer& t) {
 // SiameseNorm's language-model form at the attention (the official code's hybrid_pre), whose X stream is
 // HybridNorm's: no LN_x and no LN_in; a learned gain c1 (C channels, from 1) on x instead. Block l, c_l = sqrt(2(l+1)):
 //     yh = LN_y(y);  h = c1 x + yh;  z = F(h);  x' = x + z / c_l;  y' = y + z
-static void siamese_c1_boundary_forward(const SubLayer& t) {
+static void siamese_c1_sublayer_forward(const SubLayer& t) {
     int C = t.m->config.channels;
     layernorm_forward(t.LN_y, t.yh, t.y);               // yh = LN_y(y)
-    gain_residual_forward(t.h, t.c1, t.x, t.yh, t.n, C); // h = c1 x + yh
+    gain_add_forward(t.h, t.c1, t.x, t.yh, t.n, C);     // h = c1 x + yh
     F_forward(t, t.h);                                  // z = F(h)
-    residual_forward(t.x_out, t.x, t.z, t.inv_c, t.n);  // x' = x + z / c_l
-    residual_forward(t.y_out, t.y, t.z, 1, t.n);        // y' = y + z
+    add_forward(t.x_out, t.x, t.z, t.inv_c, t.n);       // x' = x + z / c_l
+    add_forward(t.y_out, t.y, t.z, 1, t.n);             // y' = y + z
 }
 
 // dx += dx';  dz += dx' / c_l;  dy += dy';  dz += dy';  dh = F'(dz);
 // dc1 += the sum over tokens of dh x;  dx += c1 dh;  dyh += dh;  dy += LN_y'(dyh)
-static void siamese_c1_boundary_backward(const SubLayer& t) {
+static void siamese_c1_sublayer_backward(const SubLayer& t) {
     int C = t.m->config.channels;
-    residual_backward(t.dx, t.dz, t.dx_out, t.inv_c, t.n);
-    residual_backward(t.dy, t.dz, t.dy_out, 1, t.n);
+    add_backward(t.dx, t.dz, t.dx_out, t.inv_c, t.n);
+    add_backward(t.dy, t.dz, t.dy_out, 1, t.n);
     F_backward(t, t.h, t.dh);
-    gain_residual_backward(t.dc1, t.dx, t.dyh, t.dh, t.c1, t.x, t.n, C);
+    gain_add_backward(t.dc1, t.dx, t.dyh, t.dh, t.c1, t.x, t.n, C);
     layernorm_backward(t.LN_y, t.dy, t.dyh, t.y);
 }
 
 // Peri-LN (Kim et al. 2025; the "sandwich" of Gemma 2 and OLMo 2): Pre-Norm with a second LayerNorm on F's output,
 // before the residual add:
 //     u = LN(x);  z = F(u);  zn = LN_out(z);  x' = x + zn
-static void peri_boundary_forward(const SubLayer& t) {
+static void peri_sublayer_forward(const SubLayer& t) {
     layernorm_forward(t.LN, t.u, t.x);              // u = LN(x)
     F_forward(t, t.u);                              // z = F(u)
     layernorm_forward(t.LN_out, t.zn, t.z);         // zn = LN_out(z)
-    residual_forward(t.x_out, t.x, t.zn, 1, t.n);   // x' = x + zn
+    add_forward(t.x_out, t.x, t.zn, 1, t.n);        // x' = x + zn
 }
 
 // dx += dx';  dzn += dx';  dz += LN_out'(dzn);  du = F'(dz);  dx += LN'(du)
-static void peri_boundary_backward(const SubLayer& t) {
-    residual_backward(t.dx, t.dzn, t.dx_out, 1, t.n);
+static void peri_sublayer_backward(const SubLayer& t) {
+    add_backward(t.dx, t.dzn, t.dx_out, 1, t.n);
     layernorm_backward(t.LN_out, t.dz, t.dzn, t.z);
     F_backward(t, t.u, t.du);
     layernorm_backward(t.LN, t.dx, t.du, t.x);
@@ -978,7 +979,7 @@ static void identity_head_backward(const Head& t) { classifier_backward(t, t.x, 
 static void siamese_head_forward(const Head& t) {
     layernorm_forward(t.LN_xf, t.xf, t.x);
     layernorm_forward(t.LN_yf, t.yf, t.y);
-    residual_forward(t.h, t.xf, t.yf, 1, t.n);
+    add_forward(t.h, t.xf, t.yf, 1, t.n);
     layernorm_forward(t.LN_f, t.hf, t.h);
     classifier_forward(t, t.hf);
 }
@@ -987,45 +988,41 @@ static void siamese_head_forward(const Head& t) {
 static void siamese_head_backward(const Head& t) {
     classifier_backward(t, t.hf, t.dhf);
     layernorm_backward(t.LN_f, t.dh, t.dhf, t.h);
-    residual_backward(t.dxf, t.dyf, t.dh, 1, t.n);
+    add_backward(t.dxf, t.dyf, t.dh, 1, t.n);
     layernorm_backward(t.LN_xf, t.dx, t.dxf, t.x);
     layernorm_backward(t.LN_yf, t.dy, t.dyf, t.y);
 }
 // EXERCISE 4 END
 
 // Which function runs for which kind of sub-layer and head: the one place that asks. host/layouts.h says what
-// sub-layer s of a layout is (Mix-LN: post in its first blocks, pre after them) and which head it has.
-typedef struct {
-    void (*forward)(const SubLayer&);
-    void (*backward)(const SubLayer&);
-} BoundaryFunctions;
+// sub-layer s of a layout is (Mix-LN: post in its first blocks, pre after them) and which head it has. Each line
+// calls the kind's forward or its backward by name, so that from gpt2_forward an editor's go-to-definition (and its
+// list of callers, backwards) goes through here to the function itself.
+enum Pass { FORWARD, BACKWARD };
 
-static BoundaryFunctions boundary_of(const GPT2Config& c, int s) {
-    SubLayerKind kind = sublayer_kind(c, s);
+static void run_sublayer(const SubLayer& t, Pass pass) {
+    bool fw = pass == FORWARD;
+    SubLayerKind kind = sublayer_kind(t.m->config, t.s);
     switch (kind) {
-        case SUBLAYER_PRE: return {pre_boundary_forward, pre_boundary_backward};
-        case SUBLAYER_POST: return {post_boundary_forward, post_boundary_backward};
-        case SUBLAYER_SIAMESE: return {siamese_boundary_forward, siamese_boundary_backward};
-        case SUBLAYER_DEEPNORM: return {deepnorm_boundary_forward, deepnorm_boundary_backward};
-        case SUBLAYER_RESIDUAL: return {residual_boundary_forward, residual_boundary_backward};
-        case SUBLAYER_NORMED: return {normed_boundary_forward, normed_boundary_backward};
-        case SUBLAYER_SIAMESE_C1: return {siamese_c1_boundary_forward, siamese_c1_boundary_backward};
-        case SUBLAYER_PERI: return {peri_boundary_forward, peri_boundary_backward};
+        case SUBLAYER_PRE:        return fw ? pre_sublayer_forward(t) : pre_sublayer_backward(t);
+        case SUBLAYER_POST:       return fw ? post_sublayer_forward(t) : post_sublayer_backward(t);
+        case SUBLAYER_SIAMESE:    return fw ? siamese_sublayer_forward(t) : siamese_sublayer_backward(t);
+        case SUBLAYER_DEEPNORM:   return fw ? deepnorm_sublayer_forward(t) : deepnorm_sublayer_backward(t);
+        case SUBLAYER_RESIDUAL:   return fw ? residual_sublayer_forward(t) : residual_sublayer_backward(t);
+        case SUBLAYER_NORMED:     return fw ? normed_sublayer_forward(t) : normed_sublayer_backward(t);
+        case SUBLAYER_SIAMESE_C1: return fw ? siamese_c1_sublayer_forward(t) : siamese_c1_sublayer_backward(t);
+        case SUBLAYER_PERI:       return fw ? peri_sublayer_forward(t) : peri_sublayer_backward(t);
     }
     unknown_kind("sub-layer kind", kind);
 }
 
-typedef struct {
-    void (*forward)(const Head&);
-    void (*backward)(const Head&);
-} HeadFunctions;
-
-static HeadFunctions head_of(const GPT2Config& c) {
-    HeadKind kind = layout_of(c).head;
+static void run_head(const Head& t, Pass pass) {
+    bool fw = pass == FORWARD;
+    HeadKind kind = layout_of(t.m->config).head;
     switch (kind) {
-        case HEAD_LN: return {lnf_head_forward, lnf_head_backward};
-        case HEAD_IDENTITY: return {identity_head_forward, identity_head_backward};
-        case HEAD_SIAMESE: return {siamese_head_forward, siamese_head_backward};
+        case HEAD_LN:       return fw ? lnf_head_forward(t) : lnf_head_backward(t);
+        case HEAD_IDENTITY: return fw ? identity_head_forward(t) : identity_head_backward(t);
+        case HEAD_SIAMESE:  return fw ? siamese_head_forward(t) : siamese_head_backward(t);
     }
     unknown_kind("head kind", kind);
 }
@@ -1054,10 +1051,10 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     encoder_forward(a->x, inputs, m->params.wte, m->params.wpe, B, T, C);               // x = h0
     if (layout_of(c).streams == 2) memcpy(a->y, a->x, (size_t)N * C * sizeof(real));  // y = h0
     // each sub-layer s = 2l + k (the attention of block l, then its MLP) as its layout's equations say: e.g.
-    // siamese_boundary_forward (boundary_of, above, says which function that is), then the head and its logits:
+    // siamese_sublayer_forward (run_sublayer, above, says which function that is), then the head and its logits:
     // e.g. siamese_head_forward
-    for (int s = 0; s < 2 * L; s++) boundary_of(c, s).forward(sublayer_tensors(m, s));
-    head_of(c).forward(head_tensors(m));
+    for (int s = 0; s < 2 * L; s++) run_sublayer(sublayer_tensors(m, s), FORWARD);
+    run_head(head_tensors(m), FORWARD);
     softmax_forward(a->probs, a->logits, N, c.vocab_size, c.padded_vocab_size);
     if (targets) {
         crossentropy_forward(a->losses, a->probs, targets, N, c.padded_vocab_size);
@@ -1083,9 +1080,9 @@ static void gpt2_backward(GPT2* m, real loss_scale = 1) {
     crossentropy_softmax_backward(d->logits, a->probs, m->targets, loss_scale / N, N, c.vocab_size,
                                   c.padded_vocab_size);
     // the forward pass in reverse: the head (e.g. siamese_head_backward), then the sub-layers from the last down
-    // (e.g. siamese_boundary_backward)
-    head_of(c).backward(head_tensors(m));
-    for (int s = 2 * L - 1; s >= 0; s--) boundary_of(c, s).backward(sublayer_tensors(m, s));
+    // (e.g. siamese_sublayer_backward)
+    run_head(head_tensors(m), BACKWARD);
+    for (int s = 2 * L - 1; s >= 0; s--) run_sublayer(sublayer_tensors(m, s), BACKWARD);
     // both streams start as h0, so h0 collects the gradients of both
     encoder_backward(m->grads.wte, m->grads.wpe, d->x, m->inputs, B, T, C);
     if (layout_of(c).streams == 2) encoder_backward(m->grads.wte, m->grads.wpe, d->y, m->inputs, B, T, C);

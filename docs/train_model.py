@@ -19,7 +19,7 @@ The model itself is docs/model.py's GPT; nothing here changes it. As a program i
         -l 2e-3 -u 20 -q 0.1 -x 300 -v 50 -o out/twin-siamese      # make train's run, in PyTorch
     /usr/bin/python3 docs/train_model.py -e out/siamese/model_00000300.bin -x 0 -v 1 -m 20   # a C++ checkpoint's
                                                                                           # validation loss
-and as a library (the notebook, docs/class.py, does this):
+and as a library (the class notebook, docs/siamesenorm_class.py, does this):
 
     cfg = config("siamese", L=4, C=128, NH=4, maxT=1024, V=256)
     params = as_tensors(init_parameters(cfg, seed=1337))
@@ -73,7 +73,7 @@ LAYOUTS = {
     "hybrid-star": Layout(6, ("ln1",), 1, ("ln2",), ("lnf",), True, False, 0, False),
     "siamese-hybrid": Layout(7, ("ln1y",), 0, ("ln2x", "ln2y", "ln2i"), SIAMESE_HEAD, True, True, 3, False),
     "pre-qkvnorm": Layout(8, ("ln1",), 0, ("ln2",), ("lnf",), True, False, 0, False),
-    "peri": Layout(9, ("ln1", "ln1o"), 0, ("ln2", "ln2o"), ("lnf",), False, False, 0, False),  # ln1o: LN_out
+    "peri": Layout(9, ("ln1", "ln1o"), 0, ("ln2", "ln2o"), ("lnf",), False, False, 0, False),
 }
 LAYOUT_OF_ID = {row.id: name for name, row in LAYOUTS.items()}
 MIX_ALPHA = 0.25  # --mix-alpha's default: the first floor(alpha L) blocks are Post-LN
@@ -147,8 +147,9 @@ def normals(n, std, state):
     """float32(std * random_normal()) for n normals in sequence, host/init.h's fill_normal: normal i from draws 2i
     (u1) and 2i+1 (u2), sqrt(-2 log(1 - u1)) cos(2 pi u2), in float64, rounded to float32. NumPy's log and cos may
     differ from the C library's (the C++'s) in the last bit of a float64; that changes the float32 only where the
-    float64 lies within a few of its ulps of a float32 rounding boundary, so those few (about 2 in a million) are
-    computed again with Python's math module, which calls the C library's, as the C++ does."""
+    float64 lies within a few of its ulps of a float32 rounding boundary, so those (within 2^-40 of one, relative:
+    about 20 in a million) are computed again with Python's math module, which calls the C library's, as the C++
+    does. (NumPy 1.24's float64 cos differs from glibc's in the last bit for most inputs here, its log for 10%.)"""
     out = np.empty(n, dtype=np.float32)
     chunk = 1 << 20
     for i0 in range(0, n, chunk):

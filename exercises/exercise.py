@@ -47,25 +47,25 @@ EXERCISES = {
 //
 // Check it: make exercise N=1    the stub again: make exercise-reset N=1    the reference's: make exercise-solution N=1
 """),
-    2: ("2_siamese_boundary_forward.cpp", ["siamese_boundary_forward"], """\
+    2: ("2_siamese_sublayer_forward.cpp", ["siamese_sublayer_forward"], """\
 // Exercise 2: SiameseNorm's sub-layer boundary, forward. The lesson and the hints: docs/exercises.md, exercise 2.
 //
 // Sub-layer F (the attention or the MLP) of block l, c_l = sqrt(2(l+1)):
 //     xh = LN_x(x);  yh = LN_y(y);  h = xh + yh;  u = LN_in(h);  z = F(u);  x' = xh + z / c_l;  y' = y + z
 // Write each into its tensor of t: t.xh, t.yh, t.h, t.u, t.z, t.x_out (x'), t.y_out (y'); the backward reads them.
-// The pieces: layernorm_forward(t.LN_x, out, inp), residual_forward(out, a, b, scale, t.n) (out = a + scale b, t.n
+// The pieces: layernorm_forward(t.LN_x, out, inp), add_forward(out, a, b, scale, t.n) (out = a + scale b, t.n
 // elements), F_forward(t, u) (z = F(u) into t.z). t.inv_c is 1/c_l. Under --no-ln-in t.has_ln_in is 0: then u = h.
 //
 // Check it: make exercise N=2    the stub again: make exercise-reset N=2    the reference's: make exercise-solution N=2
 """),
-    3: ("3_siamese_boundary_backward.cpp", ["siamese_boundary_backward"], """\
+    3: ("3_siamese_sublayer_backward.cpp", ["siamese_sublayer_backward"], """\
 // Exercise 3: SiameseNorm's sub-layer boundary, backward. The lesson and the hints: docs/exercises.md, exercise 3.
 //
 // The forward (exercise 2), c_l = sqrt(2(l+1)):
 //     xh = LN_x(x);  yh = LN_y(y);  h = xh + yh;  u = LN_in(h);  z = F(u);  x' = xh + z / c_l;  y' = y + z
 // From t.dx_out = dL/dx' and t.dy_out = dL/dy', ADD (+=) dL/dx into t.dx and dL/dy into t.dy, by way of t.dxh,
 // t.dyh, t.dh, t.du, t.dz (all start at 0), and the LayerNorms' and F's parameter gradients. The pieces:
-// residual_backward(da, db, dout, scale, t.n) (the backward of out = a + scale b: da += dout, db += scale dout),
+// add_backward(da, db, dout, scale, t.n) (the backward of out = a + scale b: da += dout, db += scale dout),
 // F_backward(t, u, du) (du += F'(dz) from t.dz, and F's weights), layernorm_backward(t.LN_x, dinp, dout, inp).
 // Under --no-ln-in t.has_ln_in is 0: then u = h, so F's input is t.h and its gradient goes to t.dh.
 //
@@ -81,7 +81,7 @@ EXERCISES = {
 //
 // Check it: make exercise N=4    the stub again: make exercise-reset N=4    the reference's: make exercise-solution N=4
 """),
-    5: ("5_post_boundary.cpp", ["post_boundary_forward", "post_boundary_backward"], """\
+    5: ("5_post_sublayer.cpp", ["post_sublayer_forward", "post_sublayer_backward"], """\
 // Exercise 5: Post-Norm's sub-layer boundary from the same pieces, forward and backward. The lesson and the hints:
 // docs/exercises.md, exercise 5.
 //

@@ -104,8 +104,8 @@ static const int L_ = 2, C_ = 16, NH_ = 2, B_ = 2, T_ = 4;
 static double loss_from(GPT2* m, int s0) {
     const GPT2Config& c = m->config;
     int N = m->B * m->T;
-    for (int s = s0; s < 2 * c.num_layers; s++) boundary_of(c, s).forward(sublayer_tensors(m, s));
-    head_of(c).forward(head_tensors(m));
+    for (int s = s0; s < 2 * c.num_layers; s++) run_sublayer(sublayer_tensors(m, s), FORWARD);
+    run_head(head_tensors(m), FORWARD);
     ActivationTensors* a = &m->acts;
     softmax_forward(a->probs, a->logits, N, c.vocab_size, c.padded_vocab_size);
     crossentropy_forward(a->losses, a->probs, m->targets, N, c.padded_vocab_size);
@@ -226,8 +226,8 @@ static void check_forward(Model& M, int n, int v, const std::vector<int>& scopes
     for (int s : scopes) {
         poison(s);
         use(n, 0, v);
-        if (s == 2 * c.num_layers) head_of(c).forward(head_tensors(m));
-        else boundary_of(c, s).forward(sublayer_tensors(m, s));
+        if (s == 2 * c.num_layers) run_head(head_tensors(m), FORWARD);
+        else run_sublayer(sublayer_tensors(m, s), FORWARD);
         for (size_t i = 0; i < tensors.size(); i++) {
             auto [offset, size] = locate(M, s, tensors[i].tensor);
             double d = difference(m->acts_memory + offset, R.data() + offset, size);
@@ -510,11 +510,11 @@ static void exercise_4(int v) {
 
 static void exercise_5(int v) {
     Model M("post");
-    printf("  post_boundary_forward against the reference's from the same x (relative, bound %.0e; what it does not "
+    printf("  post_sublayer_forward against the reference's from the same x (relative, bound %.0e; what it does not "
            "write stays NaN):\n", SAME_BOUND);
     check_forward(M, 5, v, sublayers(M, SUBLAYER_POST, false),
                   {{"z", "z = F(x)"}, {"h", "h = x + z"}, {"x'", "x' = LN(h)"}});
-    printf("  post_boundary_backward (after the reference's forward) against the finite differences:\n");
+    printf("  post_sublayer_backward (after the reference's forward) against the finite differences:\n");
     use(5, 0, -1), use(5, 1, v);
     check_backward(M, 5, sublayers(M, SUBLAYER_POST, true),
                    {{"LN", "dh = LN'(dx')"},
@@ -526,10 +526,10 @@ static void exercise_5(int v) {
 static const char* const TITLES[] = {
     nullptr,
     "layernorm_backward",
-    "siamese_boundary_forward",
-    "siamese_boundary_backward",
+    "siamese_sublayer_forward",
+    "siamese_sublayer_backward",
     "siamese_head_forward and siamese_head_backward",
-    "post_boundary_forward and post_boundary_backward",
+    "post_sublayer_forward and post_sublayer_backward",
 };
 
 int main(int argc, char** argv) {

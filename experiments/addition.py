@@ -95,19 +95,22 @@ def main():
     variants = common.parse_variants(args.variants)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     runs = common.run_all(build_runs(args, variants, seeds), args.jobs, args.threads, args.fresh, "addition")
+    unigram = common.unigram_loss(args.train, args.val)
 
     rows, curves = [], []
     for r in runs:
+        r.meta["outcome"] = r.outcome(unigram)
         acc, val = r.log["acc"], r.log["val"]
         final = acc[-1][1] if (acc and r.status == "ok") else float("nan")
         r.meta["final_acc"] = final
         r.meta["final_val"] = val[-1][1] if (val and r.status == "ok") else float("nan")
         rows.append([r.meta["variant"], r.meta["seed"], r.status, "" if r.diverge_step is None else r.diverge_step,
                      "%.4f" % final, "%.4f" % max((a for _, a in acc), default=float("nan")),
-                     "%.4f" % r.meta["final_val"], "%.1f" % r.seconds, r.dir])
+                     "%.4f" % r.meta["final_val"], "%.1f" % r.seconds, r.dir, r.meta["outcome"][0],
+                     "" if r.meta["outcome"][1] is None else r.meta["outcome"][1]])
         curves += [[r.meta["variant"], r.meta["seed"], s, "%.4f" % a] for s, a in acc]
     common.write_csv(args.results + ".csv", ["variant", "seed", "status", "diverge_step", "final_acc", "best_acc",
-                                             "final_val_loss", "seconds", "run_dir"], rows)
+                                             "final_val_loss", "seconds", "run_dir", "outcome", "outcome_step"], rows)
     common.write_csv(args.results + "_curves.csv", ["variant", "seed", "step", "acc"], curves)
 
     table = []
@@ -117,16 +120,17 @@ def main():
         losses = [r.meta["final_val"] for r in rs if r.status == "ok"]
         m, s = mean_std(accs)
         ml, _ = mean_std(losses)
-        div = sum(r.status == "diverged" for r in rs)
+        ended = ", ".join("%d %s" % (n, w) for w in common.OUTCOMES
+                          for n in [sum(r.meta["outcome"][0] == w for r in rs)] if n)
         table.append([v, "%.1f%% +- %.1f" % (100 * m, 100 * s),
-                      " ".join("%.1f%%" % (100 * r.meta["final_acc"]) if r.status == "ok" else r.status for r in rs),
-                      "%.4f" % ml, div])
+                      " ".join("%.1f%%" % (100 * r.meta["final_acc"]) if r.status == "ok" else "non-finite"
+                               for r in rs), "%.4f" % ml, ended])
     title = ("Exact-match accuracy on %d val problems (%d-digit operands), after %d steps (%s, L=%s C=%s, lr %s), "
              "seeds %s" % (args.answers, args.digits, args.steps, "GPU d12" if args.gpu else "CPU", args.layers,
                            args.channels, common.fmt_lr(args.lr), args.seeds))
     common.emit_table(args.results + ".md", title,
                       ["variant", "accuracy (mean +- std over seeds)", "per seed", "final val loss (mean)",
-                       "diverged"], table)
+                       "how the runs ended (common.outcome; unigram baseline %.4f)" % unigram], table)
     plot(args, runs, variants, seeds)
     return common.report_errors(runs)
 
@@ -161,7 +165,7 @@ def plot(args, runs, variants, seeds):
             ax2.plot([i] * len(accs), accs, "o", color=st["color"], mec="black")
     ax1.set_xlabel("step")
     ax1.set_ylabel("exact-match accuracy (%)")
-    ax1.set_title("accuracy during training (thin: seeds, thick: mean; X = diverged)", fontsize=9)
+    ax1.set_title("accuracy during training (thin: seeds, thick: mean; X = non-finite loss)", fontsize=9)
     ax1.grid(alpha=0.3)
     ax1.legend(fontsize=8)
     ax2.set_xticks(range(len(variants)))

@@ -39,11 +39,22 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit("error: %s (see %s --help)" % (message, self.prog))
 
 
+class CampaignError(Exception):
+    """A run that did not run (the trainer refused it or failed), or a campaign interrupted part-way: one error line
+    (run_main prints it), and no results are written from the runs, which are incomplete."""
+
+
 def run_main(main):
     """A script's main(), whose failures to read or write (a full disk, a file-size limit, a results folder that
-    is a file) and ^C are one error line and exit status 1, not a traceback."""
+    is a file), runs that did not run, and ^C or kill (SIGTERM) are one error line and exit status 1, not a
+    traceback."""
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, interrupted)  # as ^C: the runs under way are stopped, what is missing is said
     try:
         return main()
+    except CampaignError as e:
+        print("error: %s" % e, file=sys.stderr)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
     except OSError as e:
@@ -142,6 +153,7 @@ class Run:
         self.status, self.rc, self.error, self.seconds, self.diverge_step = None, None, "", 0.0, None
         self.cpu_seconds = None  # user + system CPU seconds of the trainer (None: an older record without it)
         self.log = None
+        self.proc = None  # the trainer's process while it runs
 
     @property
     def record(self):
@@ -167,7 +179,8 @@ class Run:
         t0 = time.time()
         with open(os.path.join(self.dir, "stdout.txt"), "w") as out, \
                 open(os.path.join(self.dir, "stderr.txt"), "w") as err:
-            proc = subprocess.Popen(self.argv, stdout=out, stderr=err, env=env, cwd=REPO, preexec_fn=die_with_parent)
+            proc = self.proc = subprocess.Popen(self.argv, stdout=out, stderr=err, env=env, cwd=REPO,
+                                                preexec_fn=die_with_parent)
             _, status, usage = os.wait4(proc.pid, 0)  # this child's own CPU time, whatever else runs beside it
             proc.returncode = self.rc = os.waitstatus_to_exitcode(status)
         self.seconds = time.time() - t0
@@ -195,6 +208,11 @@ class Run:
     def final_checkpoint(self, steps):
         return os.path.join(self.dir, "model_%08d.bin" % steps)
 
+    def outcome(self, unigram, spike_nats=None):
+        """(category, step): how the run ended (common.outcome, from its main.log; load_log first)."""
+        return outcome(self.log["train"], self.log["val"], unigram,
+                       self.diverge_step if self.status == "diverged" else None, spike_nats)
+
     def describe(self):
         if self.status == "diverged":
             return "diverged at step %s" % self.diverge_step
@@ -217,7 +235,12 @@ DRY_RUN = False  # --dry-run: print the trainer commands, run nothing
 
 
 def run_all(runs, jobs=2, threads=1, fresh=False, what="runs"):
-    """Runs what is not cached, `jobs` at a time with OMP_NUM_THREADS=threads each; prints one line per run."""
+    """Runs what is not cached, `jobs` at a time with OMP_NUM_THREADS=threads each; prints one line per run.
+
+    A run that did not run is never a result: at the first run that fails (the trainer refused it, or it stopped
+    with an error other than a non-finite loss), no new run starts, the runs under way finish (they stay cached),
+    and CampaignError names that run and its own error, so that the script writes nothing. ^C likewise says which
+    runs are not complete."""
     if DRY_RUN:
         for r in runs:
             print(" ".join(shlex.quote(a) for a in r.argv))
@@ -225,18 +248,46 @@ def run_all(runs, jobs=2, threads=1, fresh=False, what="runs"):
     todo = [r for r in runs if fresh or not r.cached()]
     print("%s: %d of %d to run (%d cached), %d at a time, %d thread(s) each"
           % (what, len(todo), len(runs), len(runs) - len(todo), jobs, threads), flush=True)
-    lock, done = threading.Lock(), [0]
+    lock, done, failed, stop = threading.Lock(), [0], [], [False]
     t0 = time.time()
 
     def one(r):
+        with lock:
+            if failed or stop[0]:
+                return
         r.execute(threads)
         with lock:
             done[0] += 1
             print("  [%d/%d] %-45s %-28s %6.1f s" % (done[0], len(todo), r.label, r.describe(), r.seconds),
                   flush=True)
+            if r.status == "error" and not failed and not stop[0]:
+                failed.append(r)
+                if done[0] < len(todo):
+                    print("%s: stopping after the failed run %s (the runs under way finish and are kept)"
+                          % (what, r.label), flush=True)
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    try:
         list(pool.map(one, todo))
+    except KeyboardInterrupt:
+        with lock:
+            stop[0] = True
+            for r in todo:  # the trainers under way (a ^C at the terminal has stopped them already)
+                if r.proc is not None and r.proc.returncode is None:
+                    r.proc.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+        missing = [r for r in runs if r.status not in ("ok", "diverged")]
+        raise CampaignError("interrupted: %d of %d runs of the %s are not complete (%s%s); no results written"
+                            % (len(missing), len(runs), what, ", ".join(r.label for r in missing[:3]),
+                               ", ..." if len(missing) > 3 else "")) from None
+    pool.shutdown()
+    if failed:
+        r = failed[0]
+        not_run = sum(1 for x in runs if x.status is None)
+        message = r.error[len("error: "):] if r.error.startswith("error: ") else r.error or "no message"
+        raise CampaignError("run %s failed (exit status %s): %s (%s); %sno results written"
+                            % (r.label, r.rc, message, os.path.join(r.dir, "stderr.txt"),
+                               "%d of %d runs not started, " % (not_run, len(runs)) if not_run else ""))
     if todo:
         print("%s: done in %.0f s wall" % (what, time.time() - t0), flush=True)
     for r in runs:
@@ -245,7 +296,8 @@ def run_all(runs, jobs=2, threads=1, fresh=False, what="runs"):
 
 
 def report_errors(runs):
-    """One error line per failed run; the exit status of a script: 1 if any run failed."""
+    """One error line per failed run; the exit status of a script: 1 if any run failed. (run_all stops a script
+    at its first failed run, so that a script reaching this has none; kept for the scripts that still call it.)"""
     errors = [r for r in runs if r.status == "error"]
     for r in errors:
         print("error: run %s failed: %s (see %s)" % (r.label, r.error, r.dir), file=sys.stderr)
@@ -304,6 +356,86 @@ def spike(train, baseline, threshold):
         return 0.0, None, False
     rise, at = max_rise(train, start)
     return rise, at, rise > threshold
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# How a run ended: the outcome categories (docs/experiments.md, "How a run ends"), with their thresholds, defined
+# here once for every script and table.
+#
+#   non-finite  the trainer stopped on a non-finite loss (its `error: ... diverged at step N`, Run.status
+#               "diverged"), or a logged loss is not a number. Step: where.
+#   collapsed   a loss spike (a rise of the train loss by more than SPIKE_NATS above its running minimum, after the
+#               loss first came down to the unigram baseline: spike()) that the run does not recover from: after it
+#               the loss never comes back (the mean of RECOVERY_WINDOW consecutive train losses) to within
+#               RECOVERY_NATS of the running minimum it had before the spike, or the run ends stalled. Step: the
+#               first such spike.
+#   stalled     no spike, and the final val loss is not below the unigram baseline - STALL_MARGIN: it learned
+#               nothing from context (the CSVs' `stuck` column, which counts the collapsed runs as well). Step: none.
+#   trained     otherwise (it may have spiked and recovered: the spike columns say so). Step: none.
+#
+# Why these numbers (KJV bytes, 64 channels, 200 steps: the 158 runs of docs/results/depth_scaling*.csv and
+# hybrid_comparison*.csv):
+#   SPIKE_NATS 1.0       without an instability, the largest rise above the running minimum after the loss reached
+#                        the unigram level is 0.21-0.68 nats (the batch-to-batch noise of the train loss: 151 runs);
+#                        the instabilities rise 1.04-9.39 nats. 1 nat lies between the two.
+#   RECOVERY_NATS 0.5    the mean of 10 consecutive train losses of a run that has stopped improving sits 0.07-0.09
+#                        nats above its running minimum (the minimum of noisy values lies below their mean: the
+#                        curves of docs/results/hybrid_comparison_curves.csv); 0.5 is well above that and half the
+#                        smallest spike: a run back where it was before the spike has recovered, one that stays half
+#                        a nat or more above it has not.
+#   RECOVERY_WINDOW 10   10 batches, as the CSVs' final_train_loss_last10: one low batch is not a recovery.
+#   STALL_MARGIN 0.05    the tables' `*` since the first sweep: the final val loss not more than 0.05 below the
+#                        unigram baseline (3.1442 for KJV bytes); the runs that train end 0.07-0.81 below it.
+# A run that stalls and spikes is collapsed even where it had stalled before the spike, as HybridNorm's failed runs
+# of section 5 did (at 8 and 16 layers the loss sat at the unigram level for 30-100 steps before a spike of 8-9
+# nats, and came back to that level within 2-10 steps): the category says that the failure was unstable, not quiet.
+
+OUTCOMES = ("trained", "stalled", "collapsed", "non-finite")
+SPIKE_NATS = 1.0
+RECOVERY_NATS = 0.5
+RECOVERY_WINDOW = 10
+STALL_MARGIN = 0.05
+
+
+def spike_onsets(train, baseline, threshold=SPIKE_NATS):
+    """The spikes of a train-loss curve, in order: [(step, rise, running minimum before it)] for the first step of
+    each excursion of the loss above its running minimum + threshold, after spike_start (the steps of one excursion
+    are one spike)."""
+    start = spike_start(train, baseline)
+    if start is None:
+        return []
+    out, lo, inside = [], math.inf, False
+    for step, loss in train:
+        if not math.isfinite(loss):
+            continue
+        above = step > start and loss - lo > threshold
+        if above and not inside:
+            out.append((step, loss - lo, lo))
+        inside = above
+        lo = min(lo, loss)
+    return out
+
+
+def outcome(train, val, unigram, diverge_step=None, spike_nats=None):
+    """How a run ended: (category, step), category one of OUTCOMES (see above), step the step where it happened
+    (None for trained and stalled). train, val: [(step, loss)] as read_log gives them; unigram: the unigram
+    baseline of the data (unigram_loss); diverge_step: the step of the trainer's `diverged` (Run.diverge_step) if it
+    stopped there; spike_nats: the spike threshold, if not SPIKE_NATS (a script's --spike)."""
+    if diverge_step is not None:
+        return "non-finite", diverge_step
+    for step, loss in sorted(train + val):
+        if not math.isfinite(loss):
+            return "non-finite", step
+    end = [loss for _, loss in train[-RECOVERY_WINDOW:]]
+    final = val[-1][1] if val else (sum(end) / len(end) if end else math.nan)
+    stalled = not final < unigram - STALL_MARGIN
+    for step, _, before in spike_onsets(train, unigram, SPIKE_NATS if spike_nats is None else spike_nats):
+        after = [loss for s, loss in train if s > step]
+        back = any(sum(after[i:i + RECOVERY_WINDOW]) / RECOVERY_WINDOW <= before + RECOVERY_NATS
+                   for i in range(len(after) - RECOVERY_WINDOW + 1))
+        if stalled or not back:
+            return "collapsed", step
+    return ("stalled" if stalled else "trained"), None
 
 
 def smooth(values, window):
@@ -383,8 +515,15 @@ def markdown_table(header, rows):
     return "\n".join(lines)
 
 
+# What is missing from the runs the tables are made of (a report of the runs complete so far, depth_scaling.py
+# --no-run): every table written then opens with it, so that none looks complete.
+INCOMPLETE = []
+
+
 def emit_table(path, title, header, rows):
     """Prints a markdown table and keeps the same text in `path` (docs quote it from there, digit for digit)."""
+    if INCOMPLETE:
+        title = "INCOMPLETE (%s). %s" % ("; ".join(INCOMPLETE), title)
     text = "%s\n\n%s\n" % (title, markdown_table(header, rows))
     print("\n" + text)
     write_text(path, text)

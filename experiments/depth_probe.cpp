@@ -52,9 +52,9 @@ static double forward_skipping(GPT2* m, const int* inputs, const int* targets, i
             if (two_streams) memcpy(t.y_out, t.y, NC * sizeof(real));
             continue;
         }
-        boundary_of(c, s).forward(t);
+        run_sublayer(t, FORWARD);
     }
-    head_of(c).forward(head_tensors(m));
+    run_head(head_tensors(m), FORWARD);
     softmax_forward(a->probs, a->logits, N, c.vocab_size, c.padded_vocab_size);
     crossentropy_forward(a->losses, a->probs, targets, N, c.padded_vocab_size);
     double sum = 0;
@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
                     share_sum[s] += std::sqrt(nx) / (std::sqrt(nx) + std::sqrt(ny)) / N;
                 }
             }
-            residual_forward(scratch.data(), h.data(), h2.data(), 1, NC);
+            add_forward(scratch.data(), h.data(), h2.data(), 1, NC);
             const real* srcs[3] = {h.data(), h2.data(), scratch.data()};
             for (int j = 0; j < 3; j++) {
                 layernorm_forward(out.data(), mean.data(), rstd.data(), srcs[j], p->lnfw[LN_IN], p->lnfb[LN_IN], N, C);

@@ -108,6 +108,9 @@ def run(args, runs, what):
             print("%s: not run yet (--no-run): %s" % (what, r.label))
         runs = [r for r in runs if r not in missing]
         print("%s: %d complete runs used, %d missing" % (what, len(runs), len(missing)), flush=True)
+        if missing:  # every table says so: nothing written from these runs looks complete
+            common.INCOMPLETE.append("%s: %d of %d runs not run yet (--no-run)" % (what, len(missing),
+                                                                                 len(runs) + len(missing)))
         for r in runs:
             r.load_log()
         return runs
@@ -271,7 +274,7 @@ def parse_args(argv=None):
     p.add_argument("--probe-T", type=int)
     p.add_argument("--probe-batches", type=int)
     p.add_argument("--probe-threads", type=int, default=1, help="OMP_NUM_THREADS of the probe (default 1)")
-    p.add_argument("--spike", type=float, default=1.0,
+    p.add_argument("--spike", type=float, default=common.SPIKE_NATS,
                    help="rise of the train loss over its running minimum (nats) that counts as a spike, after the "
                         "loss first reached the unigram baseline (default 1.0)")
     args = p.parse_args(argv)
@@ -314,6 +317,7 @@ def row_of(args, r, setting, unigram):
     fv = final_val(r, args.steps)
     start = common.spike_start(train, unigram)
     rise, at, spiked = common.spike(train, unigram, args.spike)
+    category, when = r.outcome(unigram, args.spike)
     last = [l for _, l in train[-10:] if math.isfinite(l)]
     return dict(layout=r.meta["variant"], setting=setting, layers=r.meta["layers"], seed=r.meta["seed"],
                 lr=common.fmt_lr(r.meta["lr"]), warmup=r.meta["warmup"],
@@ -322,15 +326,17 @@ def row_of(args, r, setting, unigram):
                 best_val_loss="%.4f" % min((l for _, l in r.log["val"]), default=float("nan")),
                 val_loss_mid="%.4f" % dict(r.log["val"]).get(args.steps // 2, float("nan")),
                 final_train_loss_last10="%.4f" % (sum(last) / len(last)) if last else "nan",
-                stuck=int(r.status == "ok" and fv > unigram - 0.05), spike_start="" if start is None else start,
+                stuck=int(r.status == "ok" and fv > unigram - common.STALL_MARGIN), spike_start="" if start is None else start,
                 max_rise_after_start="%.3f" % rise, max_rise_step="" if at is None else at, spike=int(spiked),
                 seconds="%.1f" % r.seconds,
-                cpu_seconds="" if r.cpu_seconds is None else "%.1f" % r.cpu_seconds, run_dir=r.dir)
+                cpu_seconds="" if r.cpu_seconds is None else "%.1f" % r.cpu_seconds, run_dir=r.dir,
+                outcome=category, outcome_step="" if when is None else when)
 
 
 COLUMNS = ["layout", "setting", "layers", "seed", "lr", "warmup", "warmup_frac", "steps", "status", "diverge_step",
            "final_val_loss", "best_val_loss", "val_loss_mid", "final_train_loss_last10", "stuck", "spike_start",
-           "max_rise_after_start", "max_rise_step", "spike", "seconds", "cpu_seconds", "run_dir"]
+           "max_rise_after_start", "max_rise_step", "spike", "seconds", "cpu_seconds", "run_dir",
+           "outcome", "outcome_step"]  # how the run ended (common.outcome), after the older columns
 
 
 def write_rows(path, rows):
@@ -341,7 +347,7 @@ def search_report(args, runs, best, lrs, unigram, shared, rank):
     rows = [row_of(args, r, "search", unigram) for r in runs]
     write_rows(args.results + "_search.csv", rows)
     val = {(r.meta["variant"], r.meta["lr"], r.meta["warmup"]): final_val(r, args.steps) for r in runs}
-    spiked = {(r.meta["variant"], r.meta["lr"], r.meta["warmup"]): row["spike"] for r, row in zip(runs, rows)}
+    ended = {(r.meta["variant"], r.meta["lr"], r.meta["warmup"]): row for r, row in zip(runs, rows)}
     ws = [warmup_steps(args, f) for f in args.warmups]
     table = []
     for lay in LAYOUTS:
@@ -353,19 +359,13 @@ def search_report(args, runs, best, lrs, unigram, shared, rank):
                     cells.append("")
                     continue
                 mark = "**" if best[lay] == (lr, u) else ""
-                c = "%s%.4f%s" % (mark, v, mark) if math.isfinite(v) else "diverged"
-                if math.isfinite(v) and v > unigram - 0.05:
-                    c += " *"
-                if spiked.get((lay, lr, u)):
-                    c += " ^"
-                cells.append(c)
+                cells.append(("%s%.4f%s" % (mark, v, mark) if math.isfinite(v) else "") + outcome_mark(ended[(lay, lr, u)]))
             table.append([lay, "%d (%d%%)" % (u, round(100.0 * u / args.steps))] + cells)
     all_lrs = sorted(set(x for l in LAYOUTS for x in lrs[l]))
     common.emit_table(
         args.results + "_search.md",
-        "Search (step 1): final val loss after %d steps, %d layers, C=%d, seed %d; **bold** = the layout's best, "
-        "* = not below the unigram baseline %.4f - 0.05, ^ = a loss spike after the loss reached the unigram level"
-        % (args.steps, args.search_layers, args.channels, args.seeds[0], unigram),
+        "Search (step 1): final val loss after %d steps, %d layers, C=%d, seed %d; **bold** = the layout's best; "
+        "%s" % (args.steps, args.search_layers, args.channels, args.seeds[0], outcome_legend(unigram, args.spike)),
         ["layout", "warmup"] + ["lr %s" % common.fmt_lr(lr) for lr in all_lrs], table)
     table = [[lay, setting_name(args, *best[lay]), "%.4f" % val[(lay,) + best[lay]],
               "%.4f" % val.get((lay,) + shared, math.nan), rank[(lay,) + shared]] for lay in LAYOUTS]
@@ -375,6 +375,20 @@ def search_report(args, runs, best, lrs, unigram, shared, rank):
         "lowest mean rank over the layouts)" % (args.search_layers, args.seeds[0], setting_name(args, *shared)),
         ["layout", "own best setting", "val loss at own best", "val loss at the shared setting",
          "rank of the shared setting (of %d)" % (len(args.lrs) * len(args.warmups))], table)
+
+
+# the marks of a table cell for how a run ended (the row of row_of), and what they mean (for a table's title)
+def outcome_legend(unigram, spike):
+    return ("* = stalled (not below the unigram baseline %.4f - %.2f), collapsed @N = a loss spike (> %.1f nats above "
+            "the running minimum) at step N not recovered from, non-finite @N = a non-finite loss at step N, ^ = a "
+            "spike recovered from" % (unigram, common.STALL_MARGIN, spike))
+
+
+def outcome_mark(row):
+    what, step = row["outcome"], row["outcome_step"]
+    if what in ("collapsed", "non-finite"):
+        return " %s @%s" % (what, step)
+    return (" *" if what == "stalled" else "") + (" ^" if row["spike"] else "")
 
 
 def boundary_report(args, runs, unigram):
@@ -390,12 +404,12 @@ def boundary_report(args, runs, unigram):
                 cells.append("not run")
                 continue
             v = final_val(r, args.steps)
-            cells.append(("%.4f" % v + (" *" if v > unigram - 0.05 else "")) if math.isfinite(v) else r.describe())
+            cells.append(("%.4f" % v if math.isfinite(v) else "") + outcome_mark(row_of(args, r, "boundary", unigram)))
         table.append(["%d (%d%%)" % (u, round(100.0 * u / args.steps))] + cells)
     common.emit_table(
         args.results + "_boundary.md",
-        "Post-Norm's warmup boundary: final val loss after %d steps, %d layers, C=%d, seed %d; * = stalled (not "
-        "below the unigram baseline %.4f - 0.05)" % (args.steps, L, args.channels, seed, unigram),
+        "Post-Norm's warmup boundary: final val loss after %d steps, %d layers, C=%d, seed %d; %s"
+        % (args.steps, L, args.channels, seed, outcome_legend(unigram, args.spike)),
         ["warmup steps"] + ["lr %s" % common.fmt_lr(lr) for lr in args.boundary_lrs], table)
 
 
@@ -466,20 +480,24 @@ def series_report(args, own, extra, best, shared, unigram):
         cells = []
         for L in args.depths:
             mine = [r for r in rows if r["layout"] == lay and "own_best" in r["setting"] and r["layers"] == L]
-            n = sum(int(r["spike"]) for r in mine)
-            stuck = sum(int(r["stuck"]) for r in mine)
-            div = sum(r["status"] == "diverged" for r in mine)
-            top = max((float(r["max_rise_after_start"]) for r in mine), default=0.0)
             if not mine:
                 cells.append("-")
                 continue
-            cells.append("%d/%d spikes (max rise %.2f), %d stuck, %d diverged" % (n, len(mine), top, stuck, div))
+            n = sum(int(r["spike"]) for r in mine)
+            top = max(float(r["max_rise_after_start"]) for r in mine)
+            count = {k: sum(r["outcome"] == k for r in mine) for k in common.OUTCOMES}
+            at = ",".join(str(r["outcome_step"]) for r in mine if r["outcome"] == "collapsed")
+            cells.append("%d/%d spikes (max rise %.2f), %d collapsed%s, %d stalled, %d non-finite"
+                         % (n, len(mine), top, count["collapsed"], " (@%s)" % at if at else "", count["stalled"],
+                            count["non-finite"]))
         table.append([lay] + cells)
     common.emit_table(
         args.results + "_spikes.md",
         "Depth series at each layout's own best: runs with a loss spike (a rise > %.1f nats above the running "
-        "minimum after the train loss first reached the unigram baseline %.4f), stuck and diverged runs"
-        % (args.spike, unigram), ["layout"] + ["L=%d" % L for L in args.depths], table)
+        "minimum after the train loss first reached the unigram baseline %.4f), and how the runs ended (common.outcome: "
+        "collapsed = a spike not recovered from, at the step given; stalled = no spike, final val loss not below the "
+        "baseline - %.2f; non-finite)" % (args.spike, unigram, common.STALL_MARGIN),
+        ["layout"] + ["L=%d" % L for L in args.depths], table)
     return rows
 
 
@@ -659,7 +677,8 @@ def plot_search(args, runs, lrs, unigram):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     axes[0].set_ylabel("final val loss")
-    axes[0].set_ylim(min(finite) - 0.05, max(finite + [unigram]) + 0.05)
+    if finite:
+        axes[0].set_ylim(min(finite) - 0.05, max(finite + [unigram]) + 0.05)
     fig.suptitle("Search: %d layers, C=%d, %d steps, seed %d" % (args.search_layers, args.channels, args.steps,
                                                                  args.seeds[0]), fontsize=10)
     fig.tight_layout()

@@ -9,10 +9,14 @@ search depth); this script trains it at that warmup with the learning rate one a
 x10 on the CPU ladder) above its best, with every seed, at the search depth, beside the best rate itself. The
 runs are depth_scaling.py's own (the same flags, so the same cache): the best rate's runs are the depth series'.
 
-A run is counted as
-  diverged  the trainer stopped on a non-finite loss, or the final val loss is not a number;
-  stalled   it finished with a final val loss not below the unigram baseline - 0.05 (it learned no context);
-  trained   otherwise; its final val loss is compared with the layout's own at its best rate (same seeds).
+A run is counted by how it ended (common.outcome, the same categories as every script's):
+  non-finite  the trainer stopped on a non-finite loss (the step is kept);
+  collapsed   a loss spike (> 1 nat above the running minimum, after the loss reached the unigram level) that the
+              run did not recover from (the step of the spike is kept);
+  stalled     no spike, and a final val loss not below the unigram baseline - 0.05 (it learned no context);
+  trained     otherwise; its final val loss is compared with the layout's own at its best rate (same seeds).
+The `verdict` column holds the category (until the collapsed category, "diverged" stood for non-finite, and the
+collapsed runs were counted as stalled), `outcome_step` its step.
 
 Writes RESULTS.csv (one row per run), RESULTS.md (the table) and RESULTS.png (final val loss against the rate).
 
@@ -53,12 +57,9 @@ def read_best(path, layouts, layers):
 
 
 def verdict(r, steps, unigram):
-    v = ds.final_val(r, steps)
-    if r.status == "diverged" or not math.isfinite(v):
-        return "diverged", v
-    if v > unigram - 0.05:
-        return "stalled", v
-    return "trained", v
+    """(category, final val loss, step of the category)"""
+    what, step = r.outcome(unigram)
+    return what, ds.final_val(r, steps), step
 
 
 def parse_args(argv=None):
@@ -105,14 +106,16 @@ def main():
 
     rows = []
     for r in runs:
-        what, v = verdict(r, d.steps, unigram)
+        what, v, when = verdict(r, d.steps, unigram)
         lay = r.meta["variant"]
         rows.append([lay, r.meta["layers"], r.meta["seed"], common.fmt_lr(r.meta["lr"]),
                      d.ladder.index(r.meta["lr"]) - d.ladder.index(best[lay][0]),
                      r.meta["warmup"], r.status, "" if r.diverge_step is None else r.diverge_step, "%.4f" % v, what,
-                     r.dir])
+                     r.dir, "" if when is None else when,
+                     "" if r.cpu_seconds is None else "%.1f" % r.cpu_seconds])
     common.write_csv(args.results + ".csv", ["layout", "layers", "seed", "lr", "rungs_above_best", "warmup",
-                                             "status", "diverge_step", "final_val_loss", "verdict", "run_dir"], rows)
+                                             "status", "diverge_step", "final_val_loss", "verdict", "run_dir",
+                                             "outcome_step", "cpu_seconds"], rows)
 
     table = []
     for lay in args.layouts:
@@ -120,9 +123,11 @@ def main():
         cells = []
         for k, rate in enumerate(rates[lay]):
             verdicts = [verdict(by[(lay, rate, s)], d.steps, unigram) for s in d.seeds]
-            counts = ", ".join("%d %s" % (n, w) for w in ("trained", "stalled", "diverged")
-                               for n in [sum(1 for x, _ in verdicts if x == w)] if n)
-            vals = [v for w, v in verdicts if w == "trained"]
+            counts = ", ".join("%d %s" % (n, w) for w in common.OUTCOMES
+                               for n in [sum(1 for x, _, _ in verdicts if x == w)] if n)
+            at = ",".join(str(step) for w, _, step in verdicts if w == "collapsed")
+            counts += " (@%s)" % at if at else ""
+            vals = [v for w, v, _ in verdicts if w == "trained"]
             text = "lr %s: %s; %s" % (common.fmt_lr(rate), ds.fmt_ms(vals, expect=len(d.seeds)) if vals else "-",
                                       counts)
             if k and vals:
@@ -136,8 +141,11 @@ def main():
     common.emit_table(
         args.results + ".md",
         "High learning rates: final val loss after %d steps, %d layers, C=%d, seeds %s (mean ± sd over the trained "
-        "runs; the change is against the same seed at the layout's best lr); stalled = not below the unigram "
-        "baseline %.4f - 0.05" % (d.steps, d.search_layers, d.channels, ",".join(map(str, d.seeds)), unigram),
+        "runs; the change is against the same seed at the layout's best lr); how the runs ended (common.outcome): "
+        "stalled = no loss spike and a final val loss not below the unigram baseline %.4f - %.2f, collapsed = a "
+        "spike of > %.1f nats not recovered from (@ its steps), non-finite"
+        % (d.steps, d.search_layers, d.channels, ",".join(map(str, d.seeds)), unigram, common.STALL_MARGIN,
+           common.SPIKE_NATS),
         ["layout", "its best (search)", "at its best lr"] + ["%d rung%s above" % (k, "s" if k > 1 else "")
                                                             for k in range(1, args.rungs + 1)], table)
 
@@ -150,13 +158,13 @@ def main():
             xs, ms, sds, bad = [], [], [], []
             for rate in rates[lay]:
                 verdicts = [verdict(by[(lay, rate, s)], d.steps, unigram) for s in d.seeds]
-                vals = [v for w, v in verdicts if w != "diverged"]
+                vals = [v for w, v, _ in verdicts if w != "non-finite"]
                 m, sd, n = ds.mean_sd(vals)
                 if n:
                     xs.append(rate)
                     ms.append(m)
                     sds.append(sd if math.isfinite(sd) else 0)
-                if any(w == "diverged" for w, _ in verdicts):
+                if any(w == "non-finite" for w, _, _ in verdicts):
                     bad.append(rate)
             style = common.STYLE.get(lay, {})
             ax.errorbar(xs, ms, yerr=sds, marker="o", capsize=3, label=lay, **style)
@@ -164,7 +172,7 @@ def main():
                 ax.axvline(rate, color=style.get("color", "k"), ls=":", alpha=0.5)
         ax.axhline(unigram, color="grey", lw=0.8, ls="--", label="unigram baseline")
         ax.set_xscale("log")
-        ax.set_xlabel("peak learning rate: each layout's best, then the rungs above (dotted line: a seed diverged)", fontsize=8)
+        ax.set_xlabel("peak learning rate: each layout's best, then the rungs above (dotted line: a seed's loss went non-finite)", fontsize=8)
         ax.set_ylabel("final val loss (mean ± sd over seeds)")
         ax.set_title("%d layers, C=%d, %d steps, seeds %s" % (d.search_layers, d.channels, d.steps,
                                                              ",".join(map(str, d.seeds))))

@@ -13,7 +13,9 @@ spike is a rise of the train loss by more than --spike nats above its running mi
 loss has first come down to the unigram baseline (before that it is the initial noise of a random start; marked ^).
 RESULTS_curves.csv keeps every run's train and val loss, so that a sweep can be recounted without its run folders.
 A run whose final val loss is not below the unigram baseline (the loss of token frequencies alone) - 0.05 learned
-nothing from context: "stuck" (marked with a square, and * in the table).
+nothing from context: "stuck" (marked with a square, and * in the table). How each run ended is the `outcome`
+column (common.outcome: trained, stalled, collapsed = a spike not recovered from, non-finite; `outcome_step` its
+step): "stuck" is stalled or collapsed.
 """
 import math
 import os
@@ -68,7 +70,7 @@ def parse_args(argv=None):
     common.common_arguments(p, "docs/results/lr_sweep")
     p.add_argument("--lrs", help="peak learning rates (CPU default %s; GPU %s)" % (CPU["lrs"], GPU["lrs"]))
     p.add_argument("--variants", default=",".join(common.VARIANTS), help="default: %(default)s")
-    p.add_argument("--spike", type=float, default=1.0,
+    p.add_argument("--spike", type=float, default=common.SPIKE_NATS,
                    help="train-loss rise over its running minimum (nats) counted as a spike, after the loss first "
                         "reached the unigram baseline (default 1.0)")
     args = p.parse_args(argv)
@@ -100,29 +102,31 @@ def main():
         last = [l for _, l in train[-10:] if math.isfinite(l)]
         final_val = val[-1][1] if (val and r.status == "ok") else float("nan")
         best_val = min((l for _, l in val), default=float("nan"))
-        r.meta.update(final_val=final_val, rise=rise, rise_step=rise_step, spike_start=start)
+        what, when = r.outcome(unigram, args.spike)
+        r.meta.update(final_val=final_val, rise=rise, rise_step=rise_step, spike_start=start, outcome=what,
+                      outcome_step=when)
         rows.append([r.meta["variant"], common.fmt_lr(r.meta["lr"]), r.status,
                      "" if r.diverge_step is None else r.diverge_step,
                      "%.4f" % (sum(last) / len(last)) if last else "nan", "%.4f" % final_val, "%.4f" % best_val,
                      "" if start is None else start, "%.3f" % rise, "" if rise_step is None else rise_step,
                      int(rise > args.spike),
-                     int(r.status == "ok" and final_val > unigram - 0.05),
-                     "%.1f" % r.seconds, r.dir])
+                     int(r.status == "ok" and final_val > unigram - common.STALL_MARGIN),
+                     "%.1f" % r.seconds, r.dir, what, "" if when is None else when])
     common.write_csv(args.results + ".csv",
                      ["variant", "lr", "status", "diverge_step", "final_train_loss_last10", "final_val_loss",
                       "best_val_loss", "spike_start", "max_rise_after_start", "max_rise_step", "spike", "stuck",
-                      "seconds", "run_dir"], rows)
+                      "seconds", "run_dir", "outcome", "outcome_step"], rows)
     common.write_csv(args.results + "_curves.csv", ["variant", "lr", "split", "step", "loss"],
                      [[r.meta["variant"], common.fmt_lr(r.meta["lr"]), split, step, "%.6f" % loss]
                       for r in runs for split in ("train", "val") for step, loss in r.log[split]])
 
     def cell(r):
-        if r.status == "diverged":
-            return "diverged @%s" % r.diverge_step
-        if r.status == "error":
-            return "ERROR"
+        if r.meta["outcome"] == "non-finite":
+            return "non-finite @%s" % r.meta["outcome_step"]
         mark = " (spike %.2f @%d)" % (r.meta["rise"], r.meta["rise_step"]) if r.meta["rise"] > args.spike else ""
-        stuck = " *" if r.meta["final_val"] > unigram - 0.05 else ""
+        if r.meta["outcome"] == "collapsed":
+            mark = " (collapsed: spike %.2f @%d)" % (r.meta["rise"], r.meta["outcome_step"])
+        stuck = " *" if r.meta["outcome"] == "stalled" else ""
         return "%.4f%s%s" % (r.meta["final_val"], stuck, mark)
 
     by = {(r.meta["variant"], r.meta["lr"]): r for r in runs}
@@ -132,9 +136,10 @@ def main():
         ok = [(by[(v, lr)].meta["final_val"], v) for v in variants if by[(v, lr)].status == "ok"]
         best.append(min(ok)[1] if ok else "-")
     table.append(["best"] + best)
-    emit = ("Final val loss after %d steps (%s, L=%s C=%s, B=%d T=%d, seed %d); * = not below the unigram baseline "
-            "%.4f - 0.05" % (args.steps, "GPU d12" if args.gpu else "CPU", args.layers, args.channels, args.B, args.T,
-                             args.seed, unigram))
+    emit = ("Final val loss after %d steps (%s, L=%s C=%s, B=%d T=%d, seed %d); * = stalled (no spike, not below the "
+            "unigram baseline %.4f - %.2f); collapsed = a spike not recovered from (common.outcome)"
+            % (args.steps, "GPU d12" if args.gpu else "CPU", args.layers, args.channels, args.B, args.T, args.seed,
+               unigram, common.STALL_MARGIN))
     common.emit_table(args.results + ".md", emit, ["variant"] + ["lr %s" % common.fmt_lr(lr) for lr in lrs], table)
 
     plot(args, runs, variants, lrs, unigram)
@@ -171,9 +176,9 @@ def plot(args, runs, variants, lrs, unigram):
                 s_end = r.diverge_step if r.diverge_step is not None else (train[-1][0] if train else 0)
                 y_end = min(train[-1][1], start) if train else start
                 ax.plot([s_end], [y_end], "X", color=st["color"], ms=11, mec="black")
-                ax.annotate("diverged", (s_end, y_end), textcoords="offset points", xytext=(4, 6), fontsize=8,
+                ax.annotate("non-finite", (s_end, y_end), textcoords="offset points", xytext=(4, 6), fontsize=8,
                             color=st["color"])
-            elif r.status == "ok" and r.meta["final_val"] > unigram - 0.05 and val:
+            elif r.meta["outcome"] in ("stalled", "collapsed") and val:
                 ax.plot([val[-1][0]], [val[-1][1]], "s", color=st["color"], ms=8, mec="black")
             if r.status == "ok" and r.meta["rise"] > args.spike and r.meta["rise_step"] is not None:
                 y = dict(train).get(r.meta["rise_step"], unigram)
@@ -188,7 +193,7 @@ def plot(args, runs, variants, lrs, unigram):
         axes[j // cols][j % cols].axis("off")
     axes[0][0].set_ylabel("loss (train: 10-step mean; dots: val)")
     axes[0][0].legend(fontsize=7, loc="upper right")
-    fig.suptitle("LR sweep: %s; X = diverged, square = stuck at the unigram level, ^ = loss spike > %.1f nats" % (
+    fig.suptitle("LR sweep: %s; X = non-finite loss, square = stalled or collapsed at the unigram level, ^ = loss spike > %.1f nats" % (
         "GPT-2 small (d12)" if args.gpu else "L=%d C=%d T=%d, %d steps" % (args.layers, args.channels, args.T,
                                                                            args.steps), args.spike), fontsize=10)
     fig.tight_layout()
@@ -213,7 +218,7 @@ def plot(args, runs, variants, lrs, unigram):
     ax.set_xscale("log")
     ax.set_xlabel("peak learning rate")
     ax.set_ylabel("final val loss")
-    ax.set_title("final val loss (X at the top: diverged)", fontsize=10)
+    ax.set_title("final val loss (X at the top: non-finite)", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Smoke test of the experiment tooling (docs/experiments.md): each script on a minimal setting (2-layer models,
 # a few steps, in a temporary folder), checking that its CSV, PNG and table appear with sane content, that a
-# diverging run (lr 1e30) is recorded as "diverged" without failing the script, and that a second run of a script
-# reuses its cached runs; the spike definition on made-up curves; docs/check_boundary_backward.py (and that it fails
-# a planted mistake). Builds experiments/depth_probe with make when missing. Ends with "N passed, N failed".
+# diverging run (lr 1e30) is recorded as "diverged" (outcome non-finite) without failing the script, that a run the
+# trainer refuses stops a script with one error line and no results, and that a second run of a script reuses its
+# cached runs; the spike and outcome definitions on made-up curves and on the curves of section 5's runs;
+# docs/check_boundary_backward.py (and that it fails a planted mistake). Builds experiments/depth_probe with make when
+# missing. Ends with "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
@@ -47,10 +49,11 @@ rc=$?
 [ $rc -eq 0 ] && ok "lr_sweep runs (a diverged run is a result, exit 0)" || bad "lr_sweep" "exit $rc: $(tail -n 5 "$TMP/lr.out")"
 csv_check "lr_sweep CSV: 4 runs, lr 1e30 diverged, lr 1e-3 finite and learning" "$TMP/res/lr.csv" 4 \
     "all(r['status'] == ('diverged' if r['lr'] == '1e+30' else 'ok') for r in rows) and
+     all((r['outcome'], r['outcome_step']) == ('non-finite', '2') for r in rows if r['lr'] == '1e+30') and
      all(5.0 < float(r['final_val_loss']) < 5.56 for r in rows if r['status'] == 'ok')"
 png_check "lr_sweep loss curves PNG" "$TMP/res/lr.png"
 png_check "lr_sweep final-loss PNG" "$TMP/res/lr_final.png"
-grep -q "diverged @2" "$TMP/res/lr.md" && grep -q "^| siamese |" "$TMP/res/lr.md" && ok "lr_sweep table" \
+grep -q "non-finite @2" "$TMP/res/lr.md" && grep -q "^| siamese |" "$TMP/res/lr.md" && ok "lr_sweep table" \
     || bad "lr_sweep table" "$(cat "$TMP/res/lr.md")"
 cp "$TMP/res/lr.md" "$TMP/lr_first.md"
 $PY experiments/lr_sweep.py "${TINY[@]}" --variants pre,siamese --lrs 1e-3,1e30 --results "$TMP/res/lr" \
@@ -151,6 +154,15 @@ grep -q "± " "$TMP/res/ds.md" && grep -q "^| lowest |" "$TMP/res/ds.md" && [ -s
     && [ -s "$TMP/res/ds_cost.md" ] && ok "depth_scaling tables (mean ± sd, verdict, boundary, cost)" \
     || bad "depth_scaling tables" "$(cat "$TMP/res/ds.md")"
 
+# a report of the runs complete so far (--no-run, a seed not run yet): every table made from the series says so
+$PY experiments/depth_scaling.py "${DS[@]:0:${#DS[@]}-2}" --seeds 1,2,5 --no-run --results "$TMP/res/dsp" \
+    > "$TMP/dsp.out" 2>&1
+rc=$?
+marked=$(grep -l '^INCOMPLETE (depth series at L=2, own best settings: 3 of 9 runs not run yet (--no-run); ' \
+    "$TMP"/res/dsp.md "$TMP"/res/dsp_spikes.md "$TMP"/res/dsp_drop.md "$TMP"/res/dsp_cost.md 2> /dev/null | wc -l)
+if [ $rc -eq 0 ] && [ "$marked" -eq 4 ]; then ok "depth_scaling --no-run with runs missing: the series' tables open with INCOMPLETE"
+else bad "depth_scaling --no-run" "exit $rc, $marked of 4 marked: $(head -c 200 "$TMP/res/dsp.md" 2>&1) $(tail -n 3 "$TMP/dsp.out")"; fi
+
 # ---- depth_scaling --layouts: the HybridNorm layouts searched alone (2 layouts x 2 lrs x 2 warmups, 6 steps, and
 # the edge extensions), their results under --results; without --results another layout list names its own files,
 # and the default three keep docs/results/depth_scaling (parse_args alone: nothing is written there)
@@ -182,15 +194,65 @@ rc=$?
 csv_check "high_lr CSV: 3 layouts x (best 3e-2, one rung 1e30) x 2 seeds; the rung diverged, the best did not" \
     "$TMP/res/hl.csv" 12 \
     "all(r['layers'] == '2' and r['warmup'] == '1' for r in rows) and
-     all((r['verdict'] == 'diverged') == (r['lr'] == '1e+30') for r in rows) and
+     all((r['verdict'] == 'non-finite') == (r['lr'] == '1e+30') for r in rows) and
+     all(r['outcome_step'] == '2' for r in rows if r['lr'] == '1e+30') and
      sorted(r['rungs_above_best'] for r in rows) == ['0'] * 6 + ['1'] * 6"
-grep -q "^| siamese | lr 0.03, warmup 1 |.*2 diverged" "$TMP/res/hl.md" && ok "high_lr table" \
+grep -q "^| siamese | lr 0.03, warmup 1 |.*2 non-finite" "$TMP/res/hl.md" && ok "high_lr table" \
     || bad "high_lr table" "$(cat "$TMP/res/hl.md")"
 png_check "high_lr PNG" "$TMP/res/hl.png"
 one_error "high_lr: a search table without a layout's runs" "has no search run of post at 3 layers" \
     $PY experiments/high_lr.py --search "$TMP/hl_search.csv" --search-layers 3 --layouts siamese,post --dry-run
 one_error "high_lr: a file that is not a search table" "is not a search table" \
     $PY experiments/high_lr.py --search README.md --dry-run
+
+# ---- a run that did not run is never a result: with a val shard smaller than one batch the trainer refuses every
+# run; each script stops at the first with one error line naming it and the trainer's own error, and writes nothing
+$PY -c "
+import struct, sys
+d = open('data/kjv/kjv_val.bin', 'rb').read()
+h = bytearray(d[:1024]); struct.pack_into('<i', h, 8, 20)
+open(sys.argv[1], 'wb').write(bytes(h) + d[1024:1024 + 40])" "$TMP/tiny_val.bin"
+REFUSED="run .* failed \(exit status 1\): '$TMP/tiny_val.bin' holds 20 tokens, fewer than one batch needs.*no results written"
+mkdir "$TMP/refused"
+one_error "high_lr: every run refused (a val shard smaller than one batch)" "$REFUSED" \
+    $PY experiments/high_lr.py --search "$TMP/hl_search.csv" --rungs 1 --ladder 1e-3,3e-2,1e30 --seeds 1,2 \
+    --search-layers 2 --channels 32 --heads 2 -B 2 -T 16 --steps 6 --val-every 3 --val-batches 2 \
+    --val "$TMP/tiny_val.bin" --runs-dir "$TMP/runs" --results "$TMP/refused/hl"
+one_error "depth_scaling --phase search: every run refused" "$REFUSED" \
+    $PY experiments/depth_scaling.py "${DS[@]:0:${#DS[@]}-2}" --phase search --val "$TMP/tiny_val.bin" \
+    --results "$TMP/refused/ds"
+one_error "lr_sweep: every run refused" "$REFUSED" $PY experiments/lr_sweep.py "${TINY[@]}" --variants pre,siamese \
+    --lrs 1e-3 --val "$TMP/tiny_val.bin" --results "$TMP/refused/lr"
+one_error "addition: every run refused" "run .* failed \(exit status 1\): .* holds 20 tokens.*no results written" \
+    $PY experiments/addition.py --layers 2 --channels 32 --heads 2 -B 2 -T 32 --steps 4 --warmup 1 --val-every 2 \
+    --val-batches 1 --answers 10 --seeds 1 --variants pre --train data/kjv/kjv_train.bin --val "$TMP/tiny_val.bin" \
+    --runs-dir "$TMP/runs" --results "$TMP/refused/add"
+one_error "depth_use: every run refused" "$REFUSED" $PY experiments/depth_use.py "${TINY[@]}" --variants pre \
+    --lr 1e-3 --val "$TMP/tiny_val.bin" --results "$TMP/refused/du"
+if [ -z "$(ls -A "$TMP/refused")" ]; then ok "... and none of them wrote a result file"
+else bad "refused runs" "results written: $(ls "$TMP/refused" | tr '\n' ' ')"; fi
+# the runs not started after the first refusal are not started at all (high_lr: 12 runs, 2 at a time)
+$PY experiments/high_lr.py --search "$TMP/hl_search.csv" --rungs 1 --ladder 1e-3,3e-2,1e30 --seeds 1,2 \
+    --search-layers 2 --channels 32 --heads 2 -B 2 -T 16 --steps 6 --val-every 3 --val-batches 2 \
+    --val "$TMP/tiny_val.bin" --runs-dir "$TMP/runs_refused" --results "$TMP/refused/hl" --fresh > "$TMP/refused.out" 2>&1
+started=$(ls "$TMP/runs_refused" 2> /dev/null | wc -l)
+if [ "$started" -le 2 ] && grep -q "stopping after the failed run" "$TMP/refused.out"; then
+    ok "after a refused run no new run starts ($started of 12 started)"
+else bad "no new run after a refusal" "$started of 12 started: $(head -c 300 "$TMP/refused.out")"; fi
+# a campaign interrupted part-way: one error line that says which runs are not complete, no results, no trainer left
+$PY experiments/lr_sweep.py "${TINY[@]}" --steps 100000 --variants pre,siamese --lrs 1e-3 --seed 777123 \
+    --results "$TMP/refused/int" > /dev/null 2> "$TMP/int.err" &
+sweep=$!
+for _ in $(seq 100); do pgrep -f -- "reference_cpu .*--seed 777123" > /dev/null && break; sleep 0.1; done
+kill -TERM $sweep  # as ^C (a background job of a script ignores SIGINT)
+wait $sweep
+rc=$?
+for _ in $(seq 50); do pgrep -f -- "reference_cpu .*--seed 777123" > /dev/null || break; sleep 0.1; done
+if [ $rc -eq 1 ] && [ "$(wc -l < "$TMP/int.err")" -eq 1 ] &&
+    grep -q "^error: interrupted: 2 of 2 runs of the lr sweep are not complete (pre_lr0.001, siamese_lr0.001); no results written" "$TMP/int.err" &&
+    [ -z "$(ls -A "$TMP/refused")" ] && ! pgrep -f -- "reference_cpu .*--seed 777123" > /dev/null; then
+    ok "an interrupted sweep: $(cat "$TMP/int.err")"
+else bad "an interrupted sweep" "exit $rc: $(head -c 300 "$TMP/int.err"); $(ls "$TMP/refused")"; pkill -f -- "reference_cpu .*--seed 777123"; fi
 
 # ---- the spike definition: a rise before the loss first reaches the baseline is initial noise, one after counts
 if $PY -c "
@@ -205,6 +267,58 @@ assert common.spike([(0, 5.5), (1, 9.0)], 3.1, 1.0) == (0.0, None, False)
 " 2> "$TMP/spike.err"; then ok "spikes count only after the loss reached the baseline"
 else bad "spike definition" "$(tail -n 2 "$TMP/spike.err")"; fi
 
+# ---- how a run ended (common.outcome): on made-up curves each category and its step, then on the curves of
+# section 5's runs (docs/results/hybrid_comparison_curves.csv, rerun at this trainer: the CSVs' final val losses):
+# HybridNorm's failed runs, which spike by 8-9 nats and stay at the unigram level, are collapsed at the spike;
+# SiameseNorm's at lr 3e-2, which spikes by 1.04 nats and trains on, is not; HybridNorm's third 16-layer seed, which
+# stalls without a spike, is stalled
+if $PY - 2> "$TMP/outcome.err" <<'EOF'
+import csv, math, sys
+sys.path.insert(0, "experiments")
+import common
+U = 3.1
+learn = [(s, 5.5 - 0.02 * s) for s in range(1, 121)]             # down to 3.1 at step 120
+end = lambda level: [(s, level) for s in range(121, 141)]          # noqa: E731
+val = lambda v: [(0, 5.5), (140, v)]                               # noqa: E731
+fall = [(s, 3.1 - 0.01 * (s - 120)) for s in range(121, 141)]      # trains on to 2.9
+assert common.outcome(learn + fall, val(2.9), U) == ("trained", None)
+assert common.outcome(learn + end(3.1), val(3.09), U) == ("stalled", None)        # within 0.05 of the baseline
+spike = [(s, 3.0) for s in range(121, 126)] + [(126, 5.0)]          # 2 nats above the running minimum 3.0
+assert common.spike_onsets(learn + spike, U)[0][:2] == (126, 2.0), common.spike_onsets(learn + spike, U)
+back = [(s, 2.9) for s in range(127, 141)]
+assert common.outcome(learn + spike + back, val(2.95), U) == ("trained", None)    # spiked and recovered
+high = [(s, 3.0 + common.RECOVERY_NATS + 0.1) for s in range(127, 141)]
+assert common.outcome(learn + spike + high, val(2.6), U) == ("collapsed", 126)    # lost 0.6 nats: not recovered
+assert common.outcome(learn + spike + [(s, 3.2) for s in range(127, 141)], val(3.2), U) == ("collapsed", 126)
+twice = learn + spike + back + [(141, 5.0)] + [(s, 3.5) for s in range(142, 160)]  # back from 126, not from 141
+assert common.outcome(twice, val(2.6), U) == ("collapsed", 141), common.outcome(twice, val(2.6), U)
+blip = learn + spike + back[:3] + [(130, 5.0)] + high                 # 3 steps down between two spikes: no recovery
+assert common.outcome(blip, val(2.6), U) == ("collapsed", 126), common.outcome(blip, val(2.6), U)
+assert common.outcome(learn + [(121, math.nan)], val(3.0), U) == ("non-finite", 121)
+assert common.outcome(learn, val(3.0), U, diverge_step=77) == ("non-finite", 77)
+early = [(1, 5.5), (2, 9.0)] + learn[2:] + fall                      # a rise before the baseline: initial noise
+assert common.outcome(early, val(2.9), U) == ("trained", None)
+runs = {}
+for r in csv.DictReader(open("docs/results/hybrid_comparison_curves.csv")):
+    k = (r["layout"], r["layers"], r["warmup"], r["seed"], r["lr"])
+    runs.setdefault(k, {"train": [], "val": []})[r["split"]].append((int(r["step"]), float(r["loss"])))
+want = {("hybrid", "16", "100", "1337", "0.003"): ("collapsed", 157),
+        ("hybrid", "8", "50", "1337", "0.003"): ("collapsed", 66),
+        ("siamese", "8", "50", "1337", "0.03"): ("trained", None),
+        ("hybrid", "16", "100", "3", "0.003"): ("stalled", None)}
+assert set(runs) == set(want), sorted(runs)
+for k, w in want.items():
+    got = common.outcome(runs[k]["train"], runs[k]["val"], 3.1442)
+    assert got == w, (k, got, w)
+EOF
+then ok "outcomes: trained, stalled, collapsed at the spike not recovered from, non-finite; section 5's curves"
+else bad "outcome definition" "$(tail -n 3 "$TMP/outcome.err")"; fi
+# the recount of a committed table from its CSV and curves (docs/experiments.md quotes it)
+$PY experiments/spike_recount.py docs/results/hybrid_comparison.csv --unigram 3.1442 > "$TMP/recount.out" 2>&1
+if grep -q "^| hybrid | own_best | 16 | 1337 | .* collapsed @157 | curves CSV |$" "$TMP/recount.out" &&
+    grep -q "^30 runs: 23 trained, 5 stalled, 2 collapsed$" "$TMP/recount.out"; then
+    ok "spike_recount: section 5's depth series recounted (2 collapsed, from the curve where there is one)"
+else bad "spike_recount of a campaign CSV" "$(tail -n 5 "$TMP/recount.out")"; fi
 # ---- the derivation's check (docs/siamesenorm.md): the formulas pass, a planted mistake fails
 if $PY -c "import torch" 2> /dev/null; then
     $PY docs/check_boundary_backward.py > "$TMP/bw.out" 2>&1 && grep -q "PASS" "$TMP/bw.out" \

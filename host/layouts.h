@@ -6,20 +6,20 @@ and checkpoint id, its LayerNorm tensors (its part of the parameter table), the 
 its own setting (header[10]) and whether the CUDA trainer runs it.
 
 The trainers ask what kind a sub-layer is, never which layout it belongs to, so a layout that mixes kinds from
-block to block needs no code of its own; each asks in one place (reference_cpu.cpp: boundary_of and head_of, which
+block to block needs no code of its own; each asks in one place (reference_cpu.cpp: run_sublayer and run_head, which
 name each kind's forward and backward function; train_gpt2.cu: boundary_kind and boundary_start). The kinds
 (s = 2l + k: block l, k = 0 attention, 1 MLP), with the reference's function for each:
 
   kind      u = the input of F           the stream(s) after F                     reference_cpu.cpp
-  pre       LN(x)                        x + z                                      pre_boundary_forward
-  post      x                            LN(x + z)                                  post_boundary_forward
-  siamese   LN_in(LN_x(x) + LN_y(y))     x = LN_x(x) + z / c_l,  y = y + z          siamese_boundary_forward
-  deepnorm  x                            LN(alpha x + z),  alpha = (2L)^(1/4)       deepnorm_boundary_forward
-  residual  x                            x + z                                      residual_boundary_forward
-  normed    LN(x)                        LN(x) + z                                  normed_boundary_forward
-  siamese_c1  c1 x + LN_y(y)             x = x + z / c_l,  y = y + z                siamese_c1_boundary_forward
+  pre       LN(x)                        x + z                                      pre_sublayer_forward
+  post      x                            LN(x + z)                                  post_sublayer_forward
+  siamese   LN_in(LN_x(x) + LN_y(y))     x = LN_x(x) + z / c_l,  y = y + z          siamese_sublayer_forward
+  deepnorm  x                            LN(alpha x + z),  alpha = (2L)^(1/4)       deepnorm_sublayer_forward
+  residual  x                            x + z                                      residual_sublayer_forward
+  normed    LN(x)                        LN(x) + z                                  normed_sublayer_forward
+  siamese_c1  c1 x + LN_y(y)             x = x + z / c_l,  y = y + z                siamese_c1_sublayer_forward
               (c1: a learned gain of C channels per block)
-  peri      LN(x)                        x + LN_out(z)                              peri_boundary_forward
+  peri      LN(x)                        x + LN_out(z)                              peri_sublayer_forward
 
 and the heads (hf, what the tied wte turns into logits):
 
@@ -39,7 +39,7 @@ attention. The two baselines after them: pre-qkvnorm is pre with that attention 
 topology); peri (Peri-LN, the "sandwich" of Gemma 2 and OLMo 2) is peri throughout, with pre's head.
 
 To add a layout (docs/adding_a_layout.md): a row here; a new kind only if no kind above does what its boundary does
-(then its forward and backward function and its case in boundary_of, reference_cpu.cpp, and its row in
+(then its forward and backward function and its case in run_sublayer, reference_cpu.cpp, and its row in
 boundary_kind, train_gpt2.cu, where the CUDA trainer is to run it); its tests. Nothing else reads the layout: the
 parameter table, the activations, the checkpoint header, --norm, --print-tensors and the run's table all come from
 this row.

@@ -25,18 +25,18 @@ PLANTED = [
      "That is the - mean(g) term"),
     (1, "dx overwritten (=), not accumulated (+=)", "dx[i] += s *", "dx[i] = s *",
      "look at:  each adds (+=) to what the buffer holds"),
-    (2, "x' without 1/c_l", "residual_forward(t.x_out, t.xh, t.z, t.inv_c, t.n)",
-     "residual_forward(t.x_out, t.xh, t.z, 1, t.n)", "look at:  x' = xh + z / c_l"),
-    (2, "y' from the normalized yh", "residual_forward(t.y_out, t.y, t.z, 1, t.n)",
-     "residual_forward(t.y_out, t.yh, t.z, 1, t.n)", "look at:  y' = y + z"),
-    (3, "dz without 1/c_l", "residual_backward(t.dxh, t.dz, t.dx_out, t.inv_c, t.n)",
-     "residual_backward(t.dxh, t.dz, t.dx_out, 1, t.n)", "look at:  dz = dx' / c_l + dy'"),
-    (3, "dy without dy' (the Y stream's identity path)", "residual_backward(t.dy, t.dz, t.dy_out, 1, t.n);",
+    (2, "x' without 1/c_l", "add_forward(t.x_out, t.xh, t.z, t.inv_c, t.n)",
+     "add_forward(t.x_out, t.xh, t.z, 1, t.n)", "look at:  x' = xh + z / c_l"),
+    (2, "y' from the normalized yh", "add_forward(t.y_out, t.y, t.z, 1, t.n)",
+     "add_forward(t.y_out, t.yh, t.z, 1, t.n)", "look at:  y' = y + z"),
+    (3, "dz without 1/c_l", "add_backward(t.dxh, t.dz, t.dx_out, t.inv_c, t.n)",
+     "add_backward(t.dxh, t.dz, t.dx_out, 1, t.n)", "look at:  dz = dx' / c_l + dy'"),
+    (3, "dy without dy' (the Y stream's identity path)", "add_backward(t.dy, t.dz, t.dy_out, 1, t.n);",
      "for (size_t i = 0; i < t.n; i++) t.dz[i] += t.dy_out[i];", "look at:  dy = dy' + LN_y'(dyh)"),
     (3, "dy's LN_y gradient into dx", "layernorm_backward(t.LN_y, t.dy, t.dyh, t.y)",
      "layernorm_backward(t.LN_y, t.dx, t.dyh, t.y)", "look at:  dy = dy' + LN_y'(dyh)"),
-    (4, "h from the raw streams", "residual_forward(t.h, t.xf, t.yf, 1, t.n)",
-     "residual_forward(t.h, t.x, t.y, 1, t.n)", "look at:  h = xf + yf"),
+    (4, "h from the raw streams", "add_forward(t.h, t.xf, t.yf, 1, t.n)",
+     "add_forward(t.h, t.x, t.y, 1, t.n)", "look at:  h = xf + yf"),
     (4, "LN_yf's backward reads x", "layernorm_backward(t.LN_yf, t.dy, t.dyf, t.y)",
      "layernorm_backward(t.LN_yf, t.dy, t.dyf, t.x)", "look at:  dyf += dh;  dy += LN_yf'(dyf)"),
     (5, "x' = LN(x), not LN(h)", "layernorm_forward(t.LN, t.x_out, t.h)", "layernorm_forward(t.LN, t.x_out, t.x)",
@@ -119,8 +119,8 @@ def command_line(tmp):
     one_error_line("a folder, not a file", tool("check", "2", tmp, env=env), "not a regular file")
     bad = os.path.join(tmp, "bad.cpp")
     with open(bad, "w") as f:
-        f.write("static void post_boundary_forward(const SubLayer& t) { this is not C++ }\n"
-                "static void post_boundary_backward(const SubLayer& t) {}\n")
+        f.write("static void post_sublayer_forward(const SubLayer& t) { this is not C++ }\n"
+                "static void post_sublayer_backward(const SubLayer& t) {}\n")
     rc, out, err = tool("check", "5", bad, env=env)
     one_error_line("a file that does not compile", (rc, out, err), "does not compile")
     case("... and the compiler's message names the student's file", "bad.cpp:1:" in out, out[-600:])
