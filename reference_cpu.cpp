@@ -13,7 +13,7 @@ registry in host/layouts.h:
     hybrid   (HybridNorm, Zhuo et al. 2025)  x += Attn_qkvnorm(x); xn = LN2(x); x = xn + MLP(xn);  logits from LN_f(x)
     hybrid-star  (HybridNorm*)  hybrid with block 0 Pre-Norm: x += Attn_qkvnorm(LN1(x)); x += MLP(LN2(x))
     siamese-hybrid (SiameseNorm's language-model form, the official code's hybrid_pre): siamese's MLP and head;
-             at the attention  h = c1 x + LN_y(y);  z = Attn_qkvnorm(h);  x = x + z/c_l;  y = y + z
+             at the attention  u = c1 x + LN_y(y);  z = Attn_qkvnorm(u);  x = x + z/c_l;  y = y + z
              (c1 a learned gain of C channels per block; Attn_qkvnorm: q, k, v each LayerNorm-ed per head)
     pre-qkvnorm  pre with the attention of the HybridNorm layouts: x += Attn_qkvnorm(LN1(x)); x += MLP(LN2(x))
     peri     (Peri-LN, Kim et al. 2025)  x += LN1o(Attn(LN1(x))); x += LN2o(MLP(LN2(x)));  logits from LN_f(x)
@@ -339,13 +339,13 @@ static void attention_forward(real* out, real* preatt, real* att, const real* qk
 #pragma omp parallel for collapse(3)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
-            for (int h = 0; h < NH; h++) {
-                const real* q = qkv + ((size_t)b * T + t) * C3 + h * hs;
-                real* pre = preatt + (((size_t)b * NH + h) * T + t) * T;
-                real* a = att + (((size_t)b * NH + h) * T + t) * T;
+            for (int hd = 0; hd < NH; hd++) {
+                const real* q = qkv + ((size_t)b * T + t) * C3 + hd * hs;
+                real* pre = preatt + (((size_t)b * NH + hd) * T + t) * T;
+                real* a = att + (((size_t)b * NH + hd) * T + t) * T;
                 real maxv = -INFINITY;
                 for (int t2 = 0; t2 <= t; t2++) {  // scores against keys 0..t
-                    const real* k = qkv + ((size_t)b * T + t2) * C3 + h * hs + C;
+                    const real* k = qkv + ((size_t)b * T + t2) * C3 + hd * hs + C;
                     real s = 0;
                     for (int i = 0; i < hs; i++) s += q[i] * k[i];
                     s *= scale;
@@ -359,34 +359,34 @@ static void attention_forward(real* out, real* preatt, real* att, const real* qk
                 }
                 for (int t2 = 0; t2 <= t; t2++) a[t2] /= sum;
                 for (int t2 = t + 1; t2 < T; t2++) pre[t2] = a[t2] = 0;  // masked: no weight on the future
-                real* o = out + ((size_t)b * T + t) * C + h * hs;
+                real* o = out + ((size_t)b * T + t) * C + hd * hs;
                 for (int i = 0; i < hs; i++) o[i] = 0;
                 for (int t2 = 0; t2 <= t; t2++) {
-                    const real* v = qkv + ((size_t)b * T + t2) * C3 + h * hs + 2 * C;
+                    const real* v = qkv + ((size_t)b * T + t2) * C3 + hd * hs + 2 * C;
                     for (int i = 0; i < hs; i++) o[i] += a[t2] * v[i];
                 }
             }
 }
 
 // Per query t: dv[t2] += att[t2] * dout;  datt[t2] = v[t2] . dout;  dpre = att * (datt - sum(att * datt));
-// dq += dpre[t2] * k[t2] * scale;  dk[t2] += dpre[t2] * q * scale. Parallel over (b, h): each owns its slices.
+// dq += dpre[t2] * k[t2] * scale;  dk[t2] += dpre[t2] * q * scale. Parallel over (b, hd): each owns its slices.
 static void attention_backward(real* dqkv, real* dpreatt, real* datt, const real* dout, const real* qkv,
                                const real* att, int B, int T, int C, int NH) {
     int C3 = 3 * C, hs = C / NH;
     real scale = 1 / std::sqrt((real)hs);
 #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
+        for (int hd = 0; hd < NH; hd++)
             for (int t = 0; t < T; t++) {
-                const real* a = att + (((size_t)b * NH + h) * T + t) * T;
-                real* da = datt + (((size_t)b * NH + h) * T + t) * T;
-                real* dpre = dpreatt + (((size_t)b * NH + h) * T + t) * T;
-                const real* q = qkv + ((size_t)b * T + t) * C3 + h * hs;
-                real* dq = dqkv + ((size_t)b * T + t) * C3 + h * hs;
-                const real* g = dout + ((size_t)b * T + t) * C + h * hs;
+                const real* a = att + (((size_t)b * NH + hd) * T + t) * T;
+                real* da = datt + (((size_t)b * NH + hd) * T + t) * T;
+                real* dpre = dpreatt + (((size_t)b * NH + hd) * T + t) * T;
+                const real* q = qkv + ((size_t)b * T + t) * C3 + hd * hs;
+                real* dq = dqkv + ((size_t)b * T + t) * C3 + hd * hs;
+                const real* g = dout + ((size_t)b * T + t) * C + hd * hs;
                 for (int t2 = 0; t2 <= t; t2++) {  // through out = att @ v
-                    const real* v = qkv + ((size_t)b * T + t2) * C3 + h * hs + 2 * C;
-                    real* dv = dqkv + ((size_t)b * T + t2) * C3 + h * hs + 2 * C;
+                    const real* v = qkv + ((size_t)b * T + t2) * C3 + hd * hs + 2 * C;
+                    real* dv = dqkv + ((size_t)b * T + t2) * C3 + hd * hs + 2 * C;
                     real s = 0;
                     for (int i = 0; i < hs; i++) {
                         s += v[i] * g[i];
@@ -398,8 +398,8 @@ static void attention_backward(real* dqkv, real* dpreatt, real* datt, const real
                 for (int t2 = 0; t2 <= t; t2++) dot += a[t2] * da[t2];
                 for (int t2 = 0; t2 <= t; t2++) dpre[t2] += a[t2] * (da[t2] - dot);
                 for (int t2 = 0; t2 <= t; t2++) {  // through the scores q.k * scale
-                    const real* k = qkv + ((size_t)b * T + t2) * C3 + h * hs + C;
-                    real* dk = dqkv + ((size_t)b * T + t2) * C3 + h * hs + C;
+                    const real* k = qkv + ((size_t)b * T + t2) * C3 + hd * hs + C;
+                    real* dk = dqkv + ((size_t)b * T + t2) * C3 + hd * hs + C;
                     for (int i = 0; i < hs; i++) {
                         dq[i] += dpre[t2] * k[i] * scale;
                         dk[i] += dpre[t2] * q[i] * scale;
@@ -412,7 +412,7 @@ static void attention_backward(real* dqkv, real* dpreatt, real* datt, const real
 // QKV-norm (HybridNorm's; the official code's q_norm, k_norm, v_norm): qkv (B, T, 3C) = u W_qkv + b holds q, k and v,
 // each NH heads of hs = C/NH channels, so it is B*T*3*NH rows of hs. Each row is LayerNorm-ed over its hs channels,
 // as layernorm_forward does (eps 1e-5), with the gain w[j] and shift b[j] (hs each, shared by the heads) of its
-// part j (0 q, 1 k, 2 v):  out[bt, j, h, :] = LN_j(inp[bt, j, h, :]). Caches mean and rstd per row, (B, T, 3, NH).
+// part j (0 q, 1 k, 2 v):  out[bt, j, hd, :] = LN_j(inp[bt, j, hd, :]). Caches mean and rstd per row, (B, T, 3, NH).
 
 static void qkv_norm_forward(real* out, real* mean, real* rstd, const real* inp, const real* const w[3],
                              const real* const b[3], int N, int C, int NH) {
@@ -439,6 +439,7 @@ static void qkv_norm_forward(real* out, real* mean, real* rstd, const real* inp,
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)); dw_j += xhat * dout, db_j += dout, summed over the rows of part
 // j (every token and head). Tokens go in fixed chunks of 16, as there: each chunk sums its own dw, db, and the chunks
 // are then added in order, so the result does not depend on the number of threads.
+// EXERCISE 7 BEGIN: docs/exercises.md
 static void qkv_norm_backward(real* dinp, real* const dw[3], real* const db[3], const real* dout, const real* inp,
                               const real* const w[3], const real* mean, const real* rstd, int N, int C, int NH) {
     int hs = C / NH;
@@ -477,6 +478,7 @@ static void qkv_norm_backward(real* dinp, real* const dw[3], real* const db[3], 
                 db[j][i] += partial[((size_t)k * 3 + j) * 2 * hs + hs + i];
             }
 }
+// EXERCISE 7 END
 
 // ----------------------------------------------------------------------------------------------------------------
 // GELU, tanh approximation: gelu(x) = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
@@ -506,7 +508,7 @@ static void gelu_backward(real* dinp, const real* inp, const real* dout, size_t 
 // ----------------------------------------------------------------------------------------------------------------
 // add: out = a + scale * b, element by element, and its backward. The residual adds (Pre-Norm's x' = x + z, the Y
 // stream's y' = y + z) use scale 1, SiameseNorm's X stream x' = xh + z / c_l scale 1/c_l, DeepNorm's alpha x + z
-// scale alpha; and the plain sums a LayerNorm reads (SiameseNorm's h = xh + yh, Post-Norm's h = x + z) are adds too.
+// scale alpha; and the plain sums (SiameseNorm's sum = xh + yh, which LN_in reads; Post-Norm's x + z) are adds too.
 
 static void add_forward(real* out, const real* a, const real* b, real scale, size_t N) {
 #pragma omp parallel for
@@ -521,7 +523,7 @@ static void add_backward(real* da, real* db, const real* dout, real scale, size_
     }
 }
 
-// out = g * a + b over rows of C channels, g a gain of C channels (siamese_c1's h = c1 x + LN_y(y)); n elements
+// out = g * a + b over rows of C channels, g a gain of C channels (siamese_c1's u = c1 x + LN_y(y)); n elements
 static void gain_add_forward(real* out, const real* g, const real* a, const real* b, size_t n, int C) {
 #pragma omp parallel for
     for (size_t i = 0; i < n; i++) out[i] = g[i % C] * a[i] + b[i];
@@ -590,8 +592,9 @@ typedef struct {
     real* y;         // (2L+1, B,T,C) the second stream of two-stream layouts (siamese: Y), y[0] = h0
     real* xh;        // (2L, B,T,C) siamese: LN_x(x) (two-stream layouts)
     real* yh;        // (2L, B,T,C) siamese: LN_y(y) (two-stream layouts)
-    real* h;         // (2L, B,T,C) the sum a LayerNorm reads: siamese xh + yh, post x + z, deepnorm alpha x + z
-    real* u;         // (2L, B,T,C) F's input where a LayerNorm makes it: pre LN(x), siamese LN_in(h)
+    real* sum;       // (2L, B,T,C) the sum a LayerNorm reads: siamese xh + yh, post x + z, deepnorm alpha x + z
+    real* u;         // (2L, B,T,C) F's input where the boundary makes it: pre LN(x), siamese LN_in(sum), siamese_c1
+                     //   c1 x + LN_y(y)
     real* z;         // (2L, B,T,C) F's output
     real* zn;        // (2L, B,T,C) peri: LN_out(z), F's output normalized (the layouts with an output LayerNorm)
     real* ln_mean;   // (2L, 4, B,T) the statistics of each sub-layer's LayerNorms (slots LN_X, LN_Y, LN_IN, LN_OUT),
@@ -609,7 +612,7 @@ typedef struct {
     // the head (see Head below)
     real* xf;        // (B,T,C) siamese: LN_xf(x) (two-stream layouts, as the next two)
     real* yf;        // (B,T,C) siamese: LN_yf(y)
-    real* head_h;    // (B,T,C) siamese: LN_xf(x) + LN_yf(y)
+    real* head_sum;  // (B,T,C) siamese: LN_xf(x) + LN_yf(y)
     real* hf;        // (B,T,C) what the tied wte turns into logits, where a LayerNorm makes it: LN_f(...)
     real* lnf_mean;  // (4, B,T) the head's LayerNorm statistics, by slot
     real* lnf_rstd;  // (4, B,T)
@@ -765,15 +768,15 @@ typedef struct {
     size_t n;                    // B*T*C, the elements of each tensor
     real *x, *y;                 // the streams entering the sub-layer (y: two-stream layouts)
     real *x_out, *y_out;         // the streams leaving it: the next sub-layer's x and y
-    real *xh, *yh, *h;           // siamese: xh = LN_x(x), yh = LN_y(y), h = xh + yh; post: h = x + z
-    real *u, *z;                 // F's input (where a LayerNorm makes it) and F's output
+    real *xh, *yh, *sum;         // siamese: xh = LN_x(x), yh = LN_y(y), sum = xh + yh; post: sum = x + z
+    real *u, *z;                 // F's input where the boundary makes it (pre LN(x), siamese_c1 c1 x + yh); F's output
     real* zn;                    // peri: zn = LN_out(z)
-    real *dx, *dy, *dx_out, *dy_out, *dxh, *dyh, *dh, *du, *dz, *dzn;  // their gradients
+    real *dx, *dy, *dx_out, *dy_out, *dxh, *dyh, *dsum, *du, *dz, *dzn;  // their gradients
     LayerNorm LN;                // pre, post, deepnorm: the sub-layer's LayerNorm (ln1* at the attention, ln2* ...)
     LayerNorm LN_x, LN_y, LN_in; // siamese: its three (ln1x* ln1y* ln1i*, ...; LN_x is LN's slot)
     LayerNorm LN_out;            // peri: the LayerNorm of F's output (ln1o*, ln2o*); its input's is LN
     real inv_c;                  // siamese, siamese_c1: 1/c_l, c_l = sqrt(2(l+1)) (1 under --no-depth-scale)
-    int has_ln_in;               // siamese: 0 under --no-ln-in (u = h)
+    int has_ln_in;               // siamese: 0 under --no-ln-in (u = sum)
     real alpha;                  // deepnorm: (2L)^(1/4)
     const real* c1;              // siamese_c1: the learned gain of block l on x (C channels)
     real* dc1;                   //   and its gradient
@@ -792,6 +795,7 @@ static void F_backward(const SubLayer& t, const real* u, real* du) {
 }
 
 // Pre-Norm (GPT-2):  u = LN(x);  z = F(u);  x' = x + z
+// EXERCISE 8 BEGIN: docs/exercises.md
 static void pre_sublayer_forward(const SubLayer& t) {
     layernorm_forward(t.LN, t.u, t.x);              // u = LN(x)
     F_forward(t, t.u);                              // z = F(u)
@@ -800,39 +804,40 @@ static void pre_sublayer_forward(const SubLayer& t) {
 
 // dx += dx';  dz += dx';  du = F'(dz);  dx += LN'(du)
 static void pre_sublayer_backward(const SubLayer& t) {
-    add_backward(t.dx, t.dz, t.dx_out, 1, t.n);
-    F_backward(t, t.u, t.du);
-    layernorm_backward(t.LN, t.dx, t.du, t.x);
+    add_backward(t.dx, t.dz, t.dx_out, 1, t.n);     // x' = x + z:  dx += dx';  dz += dx'
+    F_backward(t, t.u, t.du);                       // z = F(u):  du += F'(dz)
+    layernorm_backward(t.LN, t.dx, t.du, t.x);      // u = LN(x):  dx += LN'(du)
 }
+// EXERCISE 8 END
 
-// Post-Norm (GPT-1, the Transformer):  z = F(x);  h = x + z;  x' = LN(h)
+// Post-Norm (GPT-1, the Transformer):  z = F(x);  sum = x + z;  x' = LN(sum)
 // EXERCISE 5 BEGIN: docs/exercises.md
 static void post_sublayer_forward(const SubLayer& t) {
     F_forward(t, t.x);                              // z = F(x): F reads the stream itself
-    add_forward(t.h, t.x, t.z, 1, t.n);             // h = x + z
-    layernorm_forward(t.LN, t.x_out, t.h);          // x' = LN(h)
+    add_forward(t.sum, t.x, t.z, 1, t.n);           // sum = x + z
+    layernorm_forward(t.LN, t.x_out, t.sum);        // x' = LN(sum)
 }
 
-// dh = LN'(dx');  dx += dh;  dz += dh;  dx += F'(dz)  (F's input is x)
+// dsum = LN'(dx');  dx += dsum;  dz += dsum;  dx += F'(dz)  (F's input is x)
 static void post_sublayer_backward(const SubLayer& t) {
-    layernorm_backward(t.LN, t.dh, t.dx_out, t.h);
-    add_backward(t.dx, t.dz, t.dh, 1, t.n);
-    F_backward(t, t.x, t.dx);
+    layernorm_backward(t.LN, t.dsum, t.dx_out, t.sum);  // x' = LN(sum):  dsum += LN'(dx')
+    add_backward(t.dx, t.dz, t.dsum, 1, t.n);           // sum = x + z:  dx += dsum;  dz += dsum
+    F_backward(t, t.x, t.dx);                           // z = F(x):  dx += F'(dz)
 }
 // EXERCISE 5 END
 
-// DeepNorm (DeepNet):  z = F(x);  h = alpha x + z;  x' = LN(h)
+// DeepNorm (DeepNet):  z = F(x);  sum = alpha x + z;  x' = LN(sum)
 static void deepnorm_sublayer_forward(const SubLayer& t) {
     F_forward(t, t.x);                              // z = F(x)
-    add_forward(t.h, t.z, t.x, t.alpha, t.n);       // h = z + alpha x
-    layernorm_forward(t.LN, t.x_out, t.h);          // x' = LN(h)
+    add_forward(t.sum, t.z, t.x, t.alpha, t.n);     // sum = z + alpha x
+    layernorm_forward(t.LN, t.x_out, t.sum);        // x' = LN(sum)
 }
 
-// dh = LN'(dx');  dz += dh;  dx += alpha dh;  dx += F'(dz)
+// dsum = LN'(dx');  dz += dsum;  dx += alpha dsum;  dx += F'(dz)
 static void deepnorm_sublayer_backward(const SubLayer& t) {
-    layernorm_backward(t.LN, t.dh, t.dx_out, t.h);
-    add_backward(t.dz, t.dx, t.dh, t.alpha, t.n);
-    F_backward(t, t.x, t.dx);
+    layernorm_backward(t.LN, t.dsum, t.dx_out, t.sum);  // x' = LN(sum):  dsum += LN'(dx')
+    add_backward(t.dz, t.dx, t.dsum, t.alpha, t.n);     // sum = z + alpha x:  dz += dsum;  dx += alpha dsum
+    F_backward(t, t.x, t.dx);                           // z = F(x):  dx += F'(dz)
 }
 
 // HybridNorm's attention (Zhuo et al. 2025): no LayerNorm around F, which normalizes q, k, v inside itself:
@@ -844,8 +849,8 @@ static void residual_sublayer_forward(const SubLayer& t) {
 
 // dx += dx';  dz += dx';  dx += F'(dz)
 static void residual_sublayer_backward(const SubLayer& t) {
-    add_backward(t.dx, t.dz, t.dx_out, 1, t.n);
-    F_backward(t, t.x, t.dx);
+    add_backward(t.dx, t.dz, t.dx_out, 1, t.n);     // x' = x + z:  dx += dx';  dz += dx'
+    F_backward(t, t.x, t.dx);                       // z = F(x):  dx += F'(dz)
 }
 
 // HybridNorm's MLP: the stream is normalized and the residual branch starts from the normalized stream:
@@ -858,62 +863,70 @@ static void normed_sublayer_forward(const SubLayer& t) {
 
 // du += dx';  dz += dx';  du += F'(dz);  dx += LN'(du)
 static void normed_sublayer_backward(const SubLayer& t) {
-    add_backward(t.du, t.dz, t.dx_out, 1, t.n);
-    F_backward(t, t.u, t.du);
-    layernorm_backward(t.LN, t.dx, t.du, t.x);
+    add_backward(t.du, t.dz, t.dx_out, 1, t.n);     // x' = u + z:  du += dx';  dz += dx'
+    F_backward(t, t.u, t.du);                       // z = F(u):  du += F'(dz)
+    layernorm_backward(t.LN, t.dx, t.du, t.x);      // u = LN(x):  dx += LN'(du)
 }
 
 // SiameseNorm (Li et al. 2026), sub-layer F of block l, c_l = sqrt(2(l+1)):
-//     xh = LN_x(x);  yh = LN_y(y);  h = xh + yh;  u = LN_in(h);  z = F(u);  x' = xh + z / c_l;  y' = y + z
+//     xh = LN_x(x);  yh = LN_y(y);  sum = xh + yh;  u = LN_in(sum);  z = F(u);  x' = xh + z / c_l;  y' = y + z
 // EXERCISE 2 BEGIN: docs/exercises.md
 static void siamese_sublayer_forward(const SubLayer& t) {
     layernorm_forward(t.LN_x, t.xh, t.x);           // xh = LN_x(x)
     layernorm_forward(t.LN_y, t.yh, t.y);           // yh = LN_y(y)
-    add_forward(t.h, t.xh, t.yh, 1, t.n);           // h = xh + yh
-    if (t.has_ln_in) layernorm_forward(t.LN_in, t.u, t.h);  // u = LN_in(h)
-    const real* u = t.has_ln_in ? t.u : t.h;        //   (--no-ln-in: u = h)
+    add_forward(t.sum, t.xh, t.yh, 1, t.n);         // sum = xh + yh
+    if (t.has_ln_in) layernorm_forward(t.LN_in, t.u, t.sum);  // u = LN_in(sum)
+    const real* u = t.has_ln_in ? t.u : t.sum;      //   (--no-ln-in: u = sum)
     F_forward(t, u);                                // z = F(u)
     add_forward(t.x_out, t.xh, t.z, t.inv_c, t.n);  // x' = xh + z / c_l
     add_forward(t.y_out, t.y, t.z, 1, t.n);         // y' = y + z
 }
 // EXERCISE 2 END
 
-// dxh += dx';  dz += dx' / c_l;  dy += dy';  dz += dy';  du = F'(dz);
-// dh = LN_in'(du);  dxh += dh;  dyh += dh;  dy += LN_y'(dyh);  dx += LN_x'(dxh)
+// The forward's lines in reverse, each one accumulation (dz collects both streams' gradients, dxh the X stream's
+// and the sum's, dy the identity path's and LN_y's):
+//     dxh += dx';  dz += dx' / c_l;  dy += dy';  dz += dy';  du = F'(dz);
+//     dsum = LN_in'(du);  dxh += dsum;  dyh += dsum;  dy += LN_y'(dyh);  dx += LN_x'(dxh)
 // EXERCISE 3 BEGIN: docs/exercises.md
 static void siamese_sublayer_backward(const SubLayer& t) {
-    add_backward(t.dxh, t.dz, t.dx_out, t.inv_c, t.n);
-    add_backward(t.dy, t.dz, t.dy_out, 1, t.n);
-    F_backward(t, t.has_ln_in ? t.u : t.h, t.has_ln_in ? t.du : t.dh);
-    if (t.has_ln_in) layernorm_backward(t.LN_in, t.dh, t.du, t.h);
-    add_backward(t.dxh, t.dyh, t.dh, 1, t.n);
-    layernorm_backward(t.LN_y, t.dy, t.dyh, t.y);
-    layernorm_backward(t.LN_x, t.dx, t.dxh, t.x);
+    add_backward(t.dxh, t.dz, t.dx_out, t.inv_c, t.n);  // x' = xh + z / c_l:  dxh += dx';  dz += dx' / c_l
+    add_backward(t.dy, t.dz, t.dy_out, 1, t.n);         // y' = y + z:  dy += dy';  dz += dy'
+    if (t.has_ln_in) {
+        F_backward(t, t.u, t.du);                           // z = F(u):  du += F'(dz)
+        layernorm_backward(t.LN_in, t.dsum, t.du, t.sum);   // u = LN_in(sum):  dsum += LN_in'(du)
+    } else {
+        F_backward(t, t.sum, t.dsum);                       //   (--no-ln-in: z = F(sum), so dsum += F'(dz))
+    }
+    add_backward(t.dxh, t.dyh, t.dsum, 1, t.n);         // sum = xh + yh:  dxh += dsum;  dyh += dsum
+    layernorm_backward(t.LN_y, t.dy, t.dyh, t.y);       // yh = LN_y(y):  dy += LN_y'(dyh)
+    layernorm_backward(t.LN_x, t.dx, t.dxh, t.x);       // xh = LN_x(x):  dx += LN_x'(dxh)
 }
 // EXERCISE 3 END
 
 // SiameseNorm's language-model form at the attention (the official code's hybrid_pre), whose X stream is
 // HybridNorm's: no LN_x and no LN_in; a learned gain c1 (C channels, from 1) on x instead. Block l, c_l = sqrt(2(l+1)):
-//     yh = LN_y(y);  h = c1 x + yh;  z = F(h);  x' = x + z / c_l;  y' = y + z
+//     yh = LN_y(y);  u = c1 x + yh;  z = F(u);  x' = x + z / c_l;  y' = y + z
+// EXERCISE 6 BEGIN: docs/exercises.md
 static void siamese_c1_sublayer_forward(const SubLayer& t) {
     int C = t.m->config.channels;
     layernorm_forward(t.LN_y, t.yh, t.y);               // yh = LN_y(y)
-    gain_add_forward(t.h, t.c1, t.x, t.yh, t.n, C);     // h = c1 x + yh
-    F_forward(t, t.h);                                  // z = F(h)
+    gain_add_forward(t.u, t.c1, t.x, t.yh, t.n, C);     // u = c1 x + yh
+    F_forward(t, t.u);                                  // z = F(u)
     add_forward(t.x_out, t.x, t.z, t.inv_c, t.n);       // x' = x + z / c_l
     add_forward(t.y_out, t.y, t.z, 1, t.n);             // y' = y + z
 }
 
-// dx += dx';  dz += dx' / c_l;  dy += dy';  dz += dy';  dh = F'(dz);
-// dc1 += the sum over tokens of dh x;  dx += c1 dh;  dyh += dh;  dy += LN_y'(dyh)
+// dx += dx';  dz += dx' / c_l;  dy += dy';  dz += dy';  du = F'(dz);
+// dc1 += the sum over tokens of du x;  dx += c1 du;  dyh += du;  dy += LN_y'(dyh)
 static void siamese_c1_sublayer_backward(const SubLayer& t) {
     int C = t.m->config.channels;
-    add_backward(t.dx, t.dz, t.dx_out, t.inv_c, t.n);
-    add_backward(t.dy, t.dz, t.dy_out, 1, t.n);
-    F_backward(t, t.h, t.dh);
-    gain_add_backward(t.dc1, t.dx, t.dyh, t.dh, t.c1, t.x, t.n, C);
-    layernorm_backward(t.LN_y, t.dy, t.dyh, t.y);
+    add_backward(t.dx, t.dz, t.dx_out, t.inv_c, t.n);   // x' = x + z / c_l:  dx += dx';  dz += dx' / c_l
+    add_backward(t.dy, t.dz, t.dy_out, 1, t.n);         // y' = y + z:  dy += dy';  dz += dy'
+    F_backward(t, t.u, t.du);                           // z = F(u):  du += F'(dz)
+    gain_add_backward(t.dc1, t.dx, t.dyh, t.du, t.c1, t.x, t.n, C);  // u = c1 x + yh:  dc1, dx += c1 du, dyh += du
+    layernorm_backward(t.LN_y, t.dy, t.dyh, t.y);       // yh = LN_y(y):  dy += LN_y'(dyh)
 }
+// EXERCISE 6 END
 
 // Peri-LN (Kim et al. 2025; the "sandwich" of Gemma 2 and OLMo 2): Pre-Norm with a second LayerNorm on F's output,
 // before the residual add:
@@ -927,10 +940,10 @@ static void peri_sublayer_forward(const SubLayer& t) {
 
 // dx += dx';  dzn += dx';  dz += LN_out'(dzn);  du = F'(dz);  dx += LN'(du)
 static void peri_sublayer_backward(const SubLayer& t) {
-    add_backward(t.dx, t.dzn, t.dx_out, 1, t.n);
-    layernorm_backward(t.LN_out, t.dz, t.dzn, t.z);
-    F_backward(t, t.u, t.du);
-    layernorm_backward(t.LN, t.dx, t.du, t.x);
+    add_backward(t.dx, t.dzn, t.dx_out, 1, t.n);    // x' = x + zn:  dx += dx';  dzn += dx'
+    layernorm_backward(t.LN_out, t.dz, t.dzn, t.z); // zn = LN_out(z):  dz += LN_out'(dzn)
+    F_backward(t, t.u, t.du);                       // z = F(u):  du += F'(dz)
+    layernorm_backward(t.LN, t.dx, t.du, t.x);      // u = LN(x):  dx += LN'(du)
 }
 
 // The head: from the streams leaving the last block to the logits, through the tied token embedding wte.
@@ -938,9 +951,9 @@ typedef struct {
     GPT2* m;
     size_t n;                      // B*T*C
     real *x, *y;                   // the streams leaving the last block
-    real *xf, *yf, *h;             // siamese: xf = LN_xf(x), yf = LN_yf(y), h = xf + yf
+    real *xf, *yf, *sum;           // siamese: xf = LN_xf(x), yf = LN_yf(y), sum = xf + yf
     real* hf;                      // what the logits are made from, where a LayerNorm makes it: LN_f(...)
-    real *dx, *dy, *dxf, *dyf, *dh, *dhf;
+    real *dx, *dy, *dxf, *dyf, *dsum, *dhf;
     LayerNorm LN_f;                // the last LayerNorm of every head that has one
     LayerNorm LN_xf, LN_yf;        // siamese
 } Head;
@@ -960,13 +973,13 @@ static void classifier_backward(const Head& t, const real* hf, real* dhf) {
 
 // Pre-Norm's head (and Mix-LN's):  hf = LN_f(x);  logits = hf wte^T
 static void lnf_head_forward(const Head& t) {
-    layernorm_forward(t.LN_f, t.hf, t.x);
-    classifier_forward(t, t.hf);
+    layernorm_forward(t.LN_f, t.hf, t.x);           // hf = LN_f(x)
+    classifier_forward(t, t.hf);                    // logits = hf wte^T
 }
 
 static void lnf_head_backward(const Head& t) {
-    classifier_backward(t, t.hf, t.dhf);
-    layernorm_backward(t.LN_f, t.dx, t.dhf, t.x);
+    classifier_backward(t, t.hf, t.dhf);            // dhf = dlogits wte
+    layernorm_backward(t.LN_f, t.dx, t.dhf, t.x);   // dx += LN_f'(dhf)
 }
 
 // Post-Norm's head (and DeepNorm's):  logits = x wte^T  (x is normalized: the last sub-layer ended with its LN)
@@ -974,23 +987,23 @@ static void identity_head_forward(const Head& t) { classifier_forward(t, t.x); }
 
 static void identity_head_backward(const Head& t) { classifier_backward(t, t.x, t.dx); }
 
-// SiameseNorm's head:  xf = LN_xf(x);  yf = LN_yf(y);  h = xf + yf;  hf = LN_f(h);  logits = hf wte^T
+// SiameseNorm's head:  xf = LN_xf(x);  yf = LN_yf(y);  sum = xf + yf;  hf = LN_f(sum);  logits = hf wte^T
 // EXERCISE 4 BEGIN: docs/exercises.md
 static void siamese_head_forward(const Head& t) {
-    layernorm_forward(t.LN_xf, t.xf, t.x);
-    layernorm_forward(t.LN_yf, t.yf, t.y);
-    add_forward(t.h, t.xf, t.yf, 1, t.n);
-    layernorm_forward(t.LN_f, t.hf, t.h);
-    classifier_forward(t, t.hf);
+    layernorm_forward(t.LN_xf, t.xf, t.x);          // xf = LN_xf(x)
+    layernorm_forward(t.LN_yf, t.yf, t.y);          // yf = LN_yf(y)
+    add_forward(t.sum, t.xf, t.yf, 1, t.n);         // sum = xf + yf
+    layernorm_forward(t.LN_f, t.hf, t.sum);         // hf = LN_f(sum)
+    classifier_forward(t, t.hf);                    // logits = hf wte^T
 }
 
-// dhf = dlogits wte;  dh = LN_f'(dhf);  dxf += dh;  dyf += dh;  dx += LN_xf'(dxf);  dy += LN_yf'(dyf)
+// dhf = dlogits wte;  dsum = LN_f'(dhf);  dxf += dsum;  dyf += dsum;  dx += LN_xf'(dxf);  dy += LN_yf'(dyf)
 static void siamese_head_backward(const Head& t) {
-    classifier_backward(t, t.hf, t.dhf);
-    layernorm_backward(t.LN_f, t.dh, t.dhf, t.h);
-    add_backward(t.dxf, t.dyf, t.dh, 1, t.n);
-    layernorm_backward(t.LN_xf, t.dx, t.dxf, t.x);
-    layernorm_backward(t.LN_yf, t.dy, t.dyf, t.y);
+    classifier_backward(t, t.hf, t.dhf);                // logits = hf wte^T:  dhf = dlogits wte
+    layernorm_backward(t.LN_f, t.dsum, t.dhf, t.sum);   // hf = LN_f(sum):  dsum += LN_f'(dhf)
+    add_backward(t.dxf, t.dyf, t.dsum, 1, t.n);         // sum = xf + yf:  dxf += dsum;  dyf += dsum
+    layernorm_backward(t.LN_xf, t.dx, t.dxf, t.x);      // xf = LN_xf(x):  dx += LN_xf'(dxf)
+    layernorm_backward(t.LN_yf, t.dy, t.dyf, t.y);      // yf = LN_yf(y):  dy += LN_yf'(dyf)
 }
 // EXERCISE 4 END
 
@@ -1159,9 +1172,9 @@ static void gpt2_free(GPT2* m) {
 // Where the named tensors live (bookkeeping, not the method: a first reading may skip this section). The activations
 // and their gradients are one buffer each, llm.c's way; SubLayer and Head point into them and into the parameters.
 // Every sub-layer has every tensor of SubLayer that its layout's streams can use, whichever of them its kind uses, so
-// that nothing here depends on the kind: y, xh and yh (and the head's xf, yf, h) where there are two streams, zn
-// where the layout has an output LayerNorm (peri), h, u and z always. A one-stream sub-layer so leaves one (B,T,C)
-// tensor at 0, h or u (memory, and a few per cent more for gpt2_backward's memset of the activation gradients to
+// that nothing here depends on the kind: y, xh and yh (and the head's xf, yf, sum) where there are two streams, zn
+// where the layout has an output LayerNorm (peri), sum, u and z always. A one-stream sub-layer so leaves one (B,T,C)
+// tensor at 0, sum or u (memory, and a few per cent more for gpt2_backward's memset of the activation gradients to
 // clear).
 
 // the sizes of the activations of a model and a batch shape (B, T); with memory, points the tensors into it
@@ -1173,14 +1186,14 @@ static size_t point_activations(const GPT2Config& c, int B, int T, ActivationTen
     size_t on = has_output_norm(c);          // LN_out(z): the layouts with an output LayerNorm (peri) only
     struct { real** ptr; size_t size; } list[] = {
         {&a->x, (2 * L + 1) * NC},   {&a->y, two * (2 * L + 1) * NC},
-        {&a->xh, two * 2 * L * NC},  {&a->yh, two * 2 * L * NC},      {&a->h, 2 * L * NC},
+        {&a->xh, two * 2 * L * NC},  {&a->yh, two * 2 * L * NC},      {&a->sum, 2 * L * NC},
         {&a->u, 2 * L * NC},         {&a->z, 2 * L * NC},             {&a->zn, on * 2 * L * NC},
         {&a->ln_mean, 2 * L * LN_SLOTS * BT}, {&a->ln_rstd, 2 * L * LN_SLOTS * BT},
         {&a->qkv, L * BT * 3 * C},   {&a->qkvr, qn * L * BT * 3 * C},
         {&a->qkvn_mean, qn * L * BT * 3 * NH}, {&a->qkvn_rstd, qn * L * BT * 3 * NH},
         {&a->preatt, L * B * NH * T * T}, {&a->att, L * B * NH * T * T},
         {&a->atty, L * NC},          {&a->fch, L * BT * 4 * C},       {&a->fch_gelu, L * BT * 4 * C},
-        {&a->xf, two * NC},          {&a->yf, two * NC},              {&a->head_h, two * NC}, {&a->hf, NC},
+        {&a->xf, two * NC},          {&a->yf, two * NC},            {&a->head_sum, two * NC}, {&a->hf, NC},
         {&a->lnf_mean, LN_SLOTS * BT}, {&a->lnf_rstd, LN_SLOTS * BT},
         {&a->logits, BT * Vp},       {&a->probs, BT * Vp},            {&a->losses, BT},
     };
@@ -1224,9 +1237,10 @@ static SubLayer sublayer_tensors(GPT2* m, int s) {
     t.n = n;
     t.x = at(a.x, s * n), t.x_out = at(a.x, (s + 1) * n), t.dx = at(d.x, s * n), t.dx_out = at(d.x, (s + 1) * n);
     t.y = at(a.y, s * n), t.y_out = at(a.y, (s + 1) * n), t.dy = at(d.y, s * n), t.dy_out = at(d.y, (s + 1) * n);
-    t.xh = at(a.xh, s * n), t.yh = at(a.yh, s * n), t.h = at(a.h, s * n), t.u = at(a.u, s * n), t.z = at(a.z, s * n);
-    t.dxh = at(d.xh, s * n), t.dyh = at(d.yh, s * n), t.dh = at(d.h, s * n), t.du = at(d.u, s * n);
-    t.dz = at(d.z, s * n), t.zn = at(a.zn, s * n), t.dzn = at(d.zn, s * n);
+    t.xh = at(a.xh, s * n), t.yh = at(a.yh, s * n), t.sum = at(a.sum, s * n), t.u = at(a.u, s * n);
+    t.z = at(a.z, s * n), t.zn = at(a.zn, s * n);
+    t.dxh = at(d.xh, s * n), t.dyh = at(d.yh, s * n), t.dsum = at(d.sum, s * n), t.du = at(d.u, s * n);
+    t.dz = at(d.z, s * n), t.dzn = at(d.zn, s * n);
     LayerNorm ln[LN_SLOTS];
     // a layout whose boundary LayerNorms exist in its first blocks only (norm_blocks: hybrid-star's ln1, block 0)
     int blocks = layout_of(c).norm_blocks[k], has_ln = blocks == 0 || l < blocks;
@@ -1258,8 +1272,8 @@ static Head head_tensors(GPT2* m) {
     t.m = m;
     t.n = n;
     t.x = at(a.x, top), t.y = at(a.y, top), t.dx = at(d.x, top), t.dy = at(d.y, top);
-    t.xf = a.xf, t.yf = a.yf, t.h = a.head_h, t.hf = a.hf;
-    t.dxf = d.xf, t.dyf = d.yf, t.dh = d.head_h, t.dhf = d.hf;
+    t.xf = a.xf, t.yf = a.yf, t.sum = a.head_sum, t.hf = a.hf;
+    t.dxf = d.xf, t.dyf = d.yf, t.dsum = d.head_sum, t.dhf = d.hf;
     LayerNorm ln[LN_SLOTS + 1];  // slot -1 (no LayerNorm) at index 0
     memset(ln, 0, sizeof(ln));
     for (int j = 0; j < LN_SLOTS; j++)

@@ -25,8 +25,8 @@ work between two sub-layers is ONE kernel, a "boundary": boundary b ends sub-lay
 What is stored for the backward pass, per boundary: x_b and y_b (2 rows of C), u_b (needed anyway: it is the input of
 F's first matrix product, whose weight gradient reads it), and a mean and an rstd per LayerNorm (6 floats a row).
 xh, LN_y(y) and their sum are recomputed from x_b, y_b and the statistics, in registers, at no memory cost. z is
-not kept at all: the next boundary consumes it and the backward never needs it. So 3 rows a boundary, against 6 in
-the CPU reference (x, y, xh, LN_y(y), xh + LN_y(y), u); y_0 is x_0 and is not stored twice.
+not kept at all: the next boundary consumes it and the backward never needs it. So 3 rows a boundary, against 7 in
+the CPU reference (x, y, xh, LN_y(y), their sum, u and z); y_0 is x_0 and is not stored twice.
 
 The backward kernel of boundary b gets dL/du_b from F's backward and the gradients of the streams leaving the
 sub-layer, dL/dx_{b+1} and dL/dy_{b+1} (none at the head), and walks the same row back:
@@ -48,9 +48,9 @@ the kind siamese_c1, whose X stream is HybridNorm's (no LN_x), with a learned ga
     u = c1 * x + LN_y(y)             (no LN_x, no LN_in)
     x = x + z / c_l;  y = y + z
 
-The same kernels do it (template flags END_C1, START_C1, C1: siamese's own kernels are unchanged), one a boundary
-whichever of the two kinds ends and starts there. Forward: after a siamese_c1 sub-layer the end is x_b =
-x_{b-1} + z / c (xh_{b-1} is x_{b-1}); before one the start is u_b = c1 * x_b + LN_y(y_b), keeping LN_y's statistics.
+The same kernels do it, one a boundary whichever of the two kinds ends and starts there: their source carries
+siamese-hybrid's branches, behind template flags (END_C1, START_C1, C1) that siamese's instantiations leave false.
+Forward: after siamese_c1 the end is x_b = x_{b-1} + z / c; before it the start is u_b = c1 * x_b + LN_y(y_b).
 Backward, a siamese_c1 start:
 
     dx_b = dL/dx_{b+1} + c1 * du      x_{b+1} = x_b + z_b / c reads x_b directly, u_b through c1

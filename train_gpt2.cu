@@ -1950,7 +1950,7 @@ static void gpt2_backward(GPT2* m) {
 // FLOPs of one token of training, as llm.c counts them for its MFU: 6 N for the parameters (2 N forward, 4 N
 // backward: every weight is one multiply-add per token in each of the three products) plus 6 L C T for the
 // attention products q k^T and att v (forward and backward, the causal half not discounted). N counts every
-// parameter, LayerNorms and embeddings included, as llm.c does; SiameseNorm's extra LayerNorms add 0.004% to N.
+// parameter, LayerNorms and embeddings included, as llm.c does; SiameseNorm's extra LayerNorms add 0.062% to N.
 static double flops_per_token(const GPT2* m, int T) {
     const GPT2Config& c = m->config;
     return 6.0 * m->num_parameters + 6.0 * c.num_layers * c.channels * T;

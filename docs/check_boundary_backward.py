@@ -7,7 +7,7 @@ PyTorch autograd, in float64. Prints the relative error of every gradient and ex
 
 The sub-layer (block l, c_l = sqrt(2(l+1)), shared by the block's two sub-layers):
 
-    xh = LN_x(x);  sm = xh + LN_y(y);  u = LN_in(sm);  z = F(u);  x' = xh + z / c_l;  y' = y + z
+    xh = LN_x(x);  sum = xh + LN_y(y);  u = LN_in(sum);  z = F(u);  x' = xh + z / c_l;  y' = y + z
 
 with F(u) = gelu(u W1 + b1) W2 + b2 (an MLP: the formulas do not depend on what F is, only on its backward), and a
 loss L = sum(gx' * x') + sum(gy' * y') for fixed random gx', gy', so that dL/dx' = gx' and dL/dy' = gy' are the
@@ -27,7 +27,7 @@ EPS = 1e-5  # the reference's LayerNorm epsilon
 # C = 16 channels and a few dozen operations, so they agree to ~1e-15 relative; 1e-10 leaves five orders of magnitude
 # of margin and is still ten orders below what a mistake does (a missing 1/c_l or projection term: errors ~1e-1..1).
 BOUND = 1e-10
-MUTATIONS = ("no-depth-scale", "no-projection", "no-y-identity", "no-sm-to-xh")
+MUTATIONS = ("no-depth-scale", "no-projection", "no-y-identity", "no-sum-to-xh")
 
 
 class Parser(argparse.ArgumentParser):
@@ -97,8 +97,8 @@ def main():
     m = args.mutate or ""
     xh, cx = layernorm(x, P["gx"], P["bx"])
     ly, cy = layernorm(y, P["gy"], P["by"])
-    sm = xh + ly
-    u, ci = layernorm(sm, P["gi"], P["bi"])
+    sum_ = xh + ly  # the doc's sum (sum_ here: Python has a sum)
+    u, ci = layernorm(sum_, P["gi"], P["bi"])
     a = u @ W1 + b1
     h = gelu(a)
     # 1. y' = y + z: dL/dy += gy', dL/dz += gy'
@@ -112,12 +112,12 @@ def main():
     da = (dz @ W2.T) * gelu_backward(a)
     grads.update(W1=u.T @ da, b1=da.sum(0))
     du = da @ W1.T
-    # 4. u = LN_in(sm), sm = xh + LN_y(y): dL/dsm by LN_in's backward, sent to both terms of the sum
-    dsm, grads["gi"], grads["bi"] = layernorm_backward(du, P["gi"], ci, m)
-    if m != "no-sm-to-xh":
-        dxh += dsm
-    dly = dsm
-    # 5. LN_y and LN_x backward: dL/dy += LN_y backward of dL/dLN_y(y); dL/dx = LN_x backward of (gx' + dL/dsm)
+    # 4. u = LN_in(sum), sum = xh + LN_y(y): dL/dsum by LN_in's backward, sent to both terms of the sum
+    dsum, grads["gi"], grads["bi"] = layernorm_backward(du, P["gi"], ci, m)
+    if m != "no-sum-to-xh":
+        dxh += dsum
+    dly = dsum
+    # 5. LN_y and LN_x backward: dL/dy += LN_y backward of dL/dLN_y(y); dL/dx = LN_x backward of (gx' + dL/dsum)
     dy_branch, grads["gy"], grads["by"] = layernorm_backward(dly, P["gy"], cy, m)
     dy += dy_branch
     grads["y"] = dy

@@ -58,10 +58,10 @@ EXERCISES = {
 // Exercise 2: SiameseNorm's sub-layer boundary, forward. The lesson and the hints: docs/exercises.md, exercise 2.
 //
 // Sub-layer F (the attention or the MLP) of block l, c_l = sqrt(2(l+1)):
-//     xh = LN_x(x);  yh = LN_y(y);  h = xh + yh;  u = LN_in(h);  z = F(u);  x' = xh + z / c_l;  y' = y + z
-// Write each into its tensor of t: t.xh, t.yh, t.h, t.u, t.z, t.x_out (x'), t.y_out (y'); the backward reads them.
+//     xh = LN_x(x);  yh = LN_y(y);  sum = xh + yh;  u = LN_in(sum);  z = F(u);  x' = xh + z / c_l;  y' = y + z
+// Write each into its tensor of t: t.xh, t.yh, t.sum, t.u, t.z, t.x_out (x'), t.y_out (y'); the backward reads them.
 // The pieces: layernorm_forward(t.LN_x, out, inp), add_forward(out, a, b, scale, t.n) (out = a + scale b, t.n
-// elements), F_forward(t, u) (z = F(u) into t.z). t.inv_c is 1/c_l. Under --no-ln-in t.has_ln_in is 0: then u = h.
+// elements), F_forward(t, u) (z = F(u) into t.z). t.inv_c is 1/c_l. Under --no-ln-in t.has_ln_in is 0: then u = sum.
 //
 // Check it: make exercise N=2    the stub again: make exercise-reset N=2    the reference's: make exercise-solution N=2
 """),
@@ -69,22 +69,22 @@ EXERCISES = {
 // Exercise 3: SiameseNorm's sub-layer boundary, backward. The lesson and the hints: docs/exercises.md, exercise 3.
 //
 // The forward (exercise 2), c_l = sqrt(2(l+1)):
-//     xh = LN_x(x);  yh = LN_y(y);  h = xh + yh;  u = LN_in(h);  z = F(u);  x' = xh + z / c_l;  y' = y + z
+//     xh = LN_x(x);  yh = LN_y(y);  sum = xh + yh;  u = LN_in(sum);  z = F(u);  x' = xh + z / c_l;  y' = y + z
 // From t.dx_out = dL/dx' and t.dy_out = dL/dy', ADD (+=) dL/dx into t.dx and dL/dy into t.dy, by way of t.dxh,
-// t.dyh, t.dh, t.du, t.dz (all start at 0), and the LayerNorms' and F's parameter gradients. The pieces:
+// t.dyh, t.dsum, t.du, t.dz (all start at 0), and the LayerNorms' and F's parameter gradients. The pieces:
 // add_backward(da, db, dout, scale, t.n) (the backward of out = a + scale b: da += dout, db += scale dout),
 // F_backward(t, u, du) (du += F'(dz) from t.dz, and F's weights), layernorm_backward(t.LN_x, dinp, dout, inp).
-// Under --no-ln-in t.has_ln_in is 0: then u = h, so F's input is t.h and its gradient goes to t.dh.
+// Under --no-ln-in t.has_ln_in is 0: then u = sum, so F's input is t.sum and its gradient goes to t.dsum.
 //
 // Check it: make exercise N=3    the stub again: make exercise-reset N=3    the reference's: make exercise-solution N=3
 """),
     4: ("4_siamese_head.cpp", ["siamese_head_forward", "siamese_head_backward"], """\
 // Exercise 4: SiameseNorm's head, forward and backward. The lesson and the hints: docs/exercises.md, exercise 4.
 //
-//     xf = LN_xf(x);  yf = LN_yf(y);  h = xf + yf;  hf = LN_f(h);  logits = hf wte^T
-// Forward: each into its tensor of t (t.xf, t.yf, t.h, t.hf); classifier_forward(t, hf) makes the logits.
+//     xf = LN_xf(x);  yf = LN_yf(y);  sum = xf + yf;  hf = LN_f(sum);  logits = hf wte^T
+// Forward: each into its tensor of t (t.xf, t.yf, t.sum, t.hf); classifier_forward(t, hf) makes the logits.
 // Backward: classifier_backward(t, hf, dhf) adds dL/dhf into dhf (and wte's gradient); from there ADD (+=) into
-// t.dx and t.dy, by way of t.dh, t.dxf, t.dyf (all start at 0). The pieces as in exercises 2 and 3.
+// t.dx and t.dy, by way of t.dsum, t.dxf, t.dyf (all start at 0). The pieces as in exercises 2 and 3.
 //
 // Check it: make exercise N=4    the stub again: make exercise-reset N=4    the reference's: make exercise-solution N=4
 """),
@@ -92,12 +92,47 @@ EXERCISES = {
 // Exercise 5: Post-Norm's sub-layer boundary from the same pieces, forward and backward. The lesson and the hints:
 // docs/exercises.md, exercise 5.
 //
-//     z = F(x);  h = x + z;  x' = LN(h)          (GPT-1, the original Transformer: the LayerNorm after the sum)
-// Forward: F_forward(t, t.x) makes t.z from the stream itself; then t.h and t.x_out (x'). Backward: from
-// t.dx_out, ADD (+=) into t.dx by way of t.dh and t.dz (start at 0); F_backward(t, u, du) adds F's input gradient
+//     z = F(x);  sum = x + z;  x' = LN(sum)      (GPT-1, the original Transformer: the LayerNorm after the sum)
+// Forward: F_forward(t, t.x) makes t.z from the stream itself; then t.sum and t.x_out (x'). Backward: from
+// t.dx_out, ADD (+=) into t.dx by way of t.dsum and t.dz (start at 0); F_backward(t, u, du) adds F's input gradient
 // into du. The sub-layer's LayerNorm is t.LN.
 //
 // Check it: make exercise N=5    the stub again: make exercise-reset N=5    the reference's: make exercise-solution N=5
+"""),
+    6: ("6_siamese_c1_sublayer.cpp", ["siamese_c1_sublayer_forward", "siamese_c1_sublayer_backward"], """\
+// Exercise 6: siamese-hybrid's attention sub-layer (SiameseNorm's language-model form: HybridNorm's X stream, a
+// learned gain c1), forward and backward. The lesson and the hints: docs/exercises.md, exercise 6.
+//
+// Block l, c_l = sqrt(2(l+1)); no LN_x, no LN_in; c1 a gain of C channels per block (t.c1, its gradient t.dc1):
+//     yh = LN_y(y);  u = c1 x + yh;  z = F(u);  x' = x + z / c_l;  y' = y + z
+// Forward: each into its tensor of t (t.yh, t.u, t.z, t.x_out, t.y_out). Backward: from t.dx_out and t.dy_out, ADD
+// (+=) into t.dx, t.dy and t.dc1 by way of t.du, t.dyh, t.dz (all start at 0). New pieces: gain_add_forward(out, g,
+// a, b, t.n, C) (out = g a + b, g of C channels) and gain_add_backward(dg, da, db, dout, g, a, t.n, C) (dg += the sum
+// over rows of dout a, da += g dout, db += dout); C is t.m->config.channels. The others as in exercises 2 and 3.
+//
+// Check it: make exercise N=6    the stub again: make exercise-reset N=6    the reference's: make exercise-solution N=6
+"""),
+    7: ("7_qkv_norm_backward.cpp", ["qkv_norm_backward"], """\
+// Exercise 7: the QKV-norm's backward pass (HybridNorm's attention: q, k and v LayerNorm-ed per head). The lesson
+// and the hints: docs/exercises.md, exercise 7.
+//
+// The forward (qkv_norm_forward in reference_cpu.cpp): inp (N tokens, 3C) holds q, k, v, each NH heads of hs = C/NH
+// channels, so N * 3 * NH rows of hs; row r is token r / (3 NH), part j = (r / NH) % 3 (0 q, 1 k, 2 v), head r % NH:
+//     mean, rstd over the row's hs channels;  xhat = (x - mean) rstd;  out = w[j] xhat + b[j]
+// w[j], b[j] (hs each) are shared by every head and token of part j. It kept mean[r] and rstd[r] for you. From
+// dout, ADD (+=) the gradients into dinp (N, 3C) and dw[j], db[j] (hs each, j = 0, 1, 2).
+//
+// Check it: make exercise N=7    the stub again: make exercise-reset N=7    the reference's: make exercise-solution N=7
+"""),
+    8: ("8_pre_sublayer.cpp", ["pre_sublayer_forward", "pre_sublayer_backward"], """\
+// Exercise 8: Pre-Norm's sub-layer (GPT-2) from the same pieces, forward and backward. The lesson and the hints:
+// docs/exercises.md, exercise 8.
+//
+//     u = LN(x);  z = F(u);  x' = x + z          (the LayerNorm before F; the stream itself is never normalized)
+// Forward: t.u, t.z (F_forward(t, u)), t.x_out (x'). Backward: from t.dx_out, ADD (+=) into t.dx by way of t.dz and
+// t.du (start at 0); F_backward(t, u, du) adds F's input gradient into du. The sub-layer's LayerNorm is t.LN.
+//
+// Check it: make exercise N=8    the stub again: make exercise-reset N=8    the reference's: make exercise-solution N=8
 """),
 }
 STUB_BODY = "    // your code here\n"
@@ -172,7 +207,7 @@ def functions(text, where):
         while depth and j < len(code):
             depth += {"{": 1, "}": -1}.get(code[j], 0)
             j += 1
-        args = [re.search(r"(\w+)\s*$", p).group(1) for p in params.split(",")] if params else []
+        args = [re.search(r"(\w+)\s*(\[\w*\]\s*)*$", p).group(1) for p in params.split(",")] if params else []
         found.append((m.group(1), params, args, m.start(), brace, j))
     return found
 
@@ -391,7 +426,8 @@ def main(argv):
             if os.path.isfile(path):
                 with open(path, encoding="utf-8", errors="replace") as f:
                     state = "the stub" if f.read() == stub(n) else "yours"
-            print("%d  %-48s exercises/%-34s %s" % (n, " and ".join(funcs), name, state))
+            width = max(len(" and ".join(e[1])) for e in EXERCISES.values())
+            print("%d  %-*s  exercises/%-31s %s" % (n, width, " and ".join(funcs), name, state))
         return 0
     if command not in ("start", "check", "reset", "solution", "stub") or not 1 <= len(args) <= 2:
         raise Error(usage)

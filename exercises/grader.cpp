@@ -25,7 +25,7 @@ it itself: a report cut short (the process ended by the function) is a FAIL that
 #include <string>
 #include <vector>
 
-static int exercise_variant[8][2];  // [exercise][function of its region]: -1 the reference's, k the k-th variant
+static int exercise_variant[9][2];  // [exercise][function of its region]: -1 the reference's, k the k-th variant
 
 #define REFERENCE_CPU_NO_MAIN
 #include "reference_exercise.cpp"
@@ -182,9 +182,9 @@ static void use(int n, int function, int variant) { exercise_variant[n][function
 
 static real* sublayer_field(const SubLayer& t, const std::string& name) {
     const struct { const char* name; real* p; } fields[] = {
-        {"x", t.x},    {"y", t.y},     {"xh", t.xh},       {"yh", t.yh},       {"h", t.h},   {"u", t.u},
+        {"x", t.x},    {"y", t.y},     {"xh", t.xh},       {"yh", t.yh},       {"sum", t.sum}, {"u", t.u},
         {"z", t.z},    {"x'", t.x_out}, {"y'", t.y_out},   {"dx", t.dx},       {"dy", t.dy}, {"dxh", t.dxh},
-        {"dyh", t.dyh}, {"dh", t.dh},  {"du", t.du},       {"dz", t.dz},       {"dx'", t.dx_out}, {"dy'", t.dy_out},
+        {"dyh", t.dyh}, {"dsum", t.dsum}, {"du", t.du},       {"dz", t.dz},       {"dx'", t.dx_out}, {"dy'", t.dy_out},
     };
     for (auto& f : fields)
         if (name == f.name) return f.p;
@@ -193,8 +193,8 @@ static real* sublayer_field(const SubLayer& t, const std::string& name) {
 
 static real* head_field(const Head& t, const std::string& name) {
     const struct { const char* name; real* p; } fields[] = {
-        {"x", t.x},   {"y", t.y},   {"xf", t.xf},   {"yf", t.yf},   {"h", t.h},   {"hf", t.hf},
-        {"dx", t.dx}, {"dy", t.dy}, {"dxf", t.dxf}, {"dyf", t.dyf}, {"dh", t.dh}, {"dhf", t.dhf},
+        {"x", t.x},   {"y", t.y},   {"xf", t.xf},   {"yf", t.yf},   {"sum", t.sum}, {"hf", t.hf},
+        {"dx", t.dx}, {"dy", t.dy}, {"dxf", t.dxf}, {"dyf", t.dyf}, {"dsum", t.dsum}, {"dhf", t.dhf},
     };
     for (auto& f : fields)
         if (name == f.name) return f.p;
@@ -218,7 +218,7 @@ static std::string scope_name(const GPT2Config& c, int s) {
     if (s == 2 * c.num_layers) return "the head";
     char buf[96];
     int l = s / 2;
-    if (sublayer_kind(c, s) == SUBLAYER_SIAMESE)
+    if (sublayer_kind(c, s) == SUBLAYER_SIAMESE || sublayer_kind(c, s) == SUBLAYER_SIAMESE_C1)
         snprintf(buf, sizeof(buf), "sub-layer %d (block %d, %s, c_l = %.4g)", s, l, s % 2 ? "MLP" : "attention",
                  1 / inv_depth_scale(c, l));
     else snprintf(buf, sizeof(buf), "sub-layer %d (block %d, %s)", s, l, s % 2 ? "MLP" : "attention");
@@ -467,15 +467,15 @@ static void exercise_1(int v) {
 // exercises 2 to 5: the layouts' functions in a model
 
 static const std::vector<Equation> SIAMESE_FORWARD = {
-    {"xh", "xh = LN_x(x)"},  {"yh", "yh = LN_y(y)"},           {"h", "h = xh + yh"}, {"u", "u = LN_in(h)"},
+    {"xh", "xh = LN_x(x)"},  {"yh", "yh = LN_y(y)"},           {"sum", "sum = xh + yh"}, {"u", "u = LN_in(sum)"},
     {"z", "z = F(u)"},       {"x'", "x' = xh + z / c_l"},      {"y'", "y' = y + z"},
 };
 
 static const std::vector<Target> SIAMESE_BACKWARD = {
     {"F", "dz = dx' / c_l + dy';  du = F'(dz)"},
-    {"LN_in", "dh = LN_in'(du)"},
-    {"LN_y", "dyh += dh;  dy += LN_y'(dyh)"},
-    {"LN_x", "dxh = dx' + dh;  dx += LN_x'(dxh)"},
+    {"LN_in", "dsum = LN_in'(du)"},
+    {"LN_y", "dyh += dsum;  dy += LN_y'(dyh)"},
+    {"LN_x", "dxh = dx' + dsum;  dx += LN_x'(dxh)"},
     {"dy", "dy = dy' + LN_y'(dyh)  (the identity path and LN_y's, both +=)"},
     {"dx", "dx = LN_x'(dxh)"},
 };
@@ -483,7 +483,7 @@ static const std::vector<Target> SIAMESE_BACKWARD = {
 // the same tensors, by the forward's equation that uses them (exercise 2: its gradients are the reference's
 // backward's, against the stencil of the student's forward)
 static const std::vector<Target> SIAMESE_FORWARD_TARGETS = {
-    {"F", "z = F(u)"},          {"LN_in", "u = LN_in(h)"},          {"LN_y", "yh = LN_y(y)"},
+    {"F", "z = F(u)"},          {"LN_in", "u = LN_in(sum)"},          {"LN_y", "yh = LN_y(y)"},
     {"LN_x", "xh = LN_x(x)"},   {"dy", "y' = y + z"},               {"dx", "x' = xh + z / c_l"},
 };
 
@@ -499,8 +499,8 @@ static void exercise_2(int v) {
         use(2, 0, -1);
     }
     Model A("siamese", ABLATE_NO_LN_IN);
-    printf("  --no-ln-in (t.has_ln_in = 0: u = h, z = F(h)), your forward against the reference's:\n");
-    check_forward(A, 2, v, sublayers(A, SUBLAYER_SIAMESE, false), {{"z", "z = F(h) when t.has_ln_in is 0"},
+    printf("  --no-ln-in (t.has_ln_in = 0: u = sum, z = F(sum)), your forward against the reference's:\n");
+    check_forward(A, 2, v, sublayers(A, SUBLAYER_SIAMESE, false), {{"z", "z = F(sum) when t.has_ln_in is 0"},
                                                                    {"x'", "x' = xh + z / c_l"}});
 }
 
@@ -509,14 +509,14 @@ static void exercise_3(int v) {
         Model M("siamese");
         use(3, 0, v);
         check_backward(M, 3, sublayers(M, SUBLAYER_SIAMESE, true), SIAMESE_BACKWARD,
-                       {"dz", "du", "dh", "dxh", "dyh", "dy", "dx"});
+                       {"dz", "du", "dsum", "dxh", "dyh", "dy", "dx"});
     }
     use(3, 0, -1);
     Model A("siamese", ABLATE_NO_LN_IN);
-    printf("  --no-ln-in (t.has_ln_in = 0: u = h, so F's gradient goes to dh), the top sub-layer:\n");
+    printf("  --no-ln-in (t.has_ln_in = 0: u = sum, so F's gradient goes to dsum), the top sub-layer:\n");
     use(3, 0, v);
-    check_backward(A, 3, {2 * L_ - 1}, {{"F", "dh += F'(dz) when t.has_ln_in is 0"},
-                                        {"LN_x", "dxh = dx' + dh;  dx += LN_x'(dxh)"}}, {});
+    check_backward(A, 3, {2 * L_ - 1}, {{"F", "dsum += F'(dz) when t.has_ln_in is 0"},
+                                        {"LN_x", "dxh = dx' + dsum;  dx += LN_x'(dxh)"}}, {});
 }
 
 static void exercise_4(int v) {
@@ -524,19 +524,19 @@ static void exercise_4(int v) {
     int head = 2 * L_;
     printf("  siamese_head_forward against the reference's, from the same x and y (relative, bound %.0e; what it "
            "does not write stays NaN):\n", SAME_BOUND);
-    check_forward(M, 4, v, {head}, {{"xf", "xf = LN_xf(x)"}, {"yf", "yf = LN_yf(y)"}, {"h", "h = xf + yf"},
-                                 {"hf", "hf = LN_f(h)"}, {"logits", "logits = hf wte^T  (classifier_forward)"}});
+    check_forward(M, 4, v, {head}, {{"xf", "xf = LN_xf(x)"}, {"yf", "yf = LN_yf(y)"}, {"sum", "sum = xf + yf"},
+                                 {"hf", "hf = LN_f(sum)"}, {"logits", "logits = hf wte^T  (classifier_forward)"}});
     printf("  siamese_head_backward (after the reference's forward) against the finite differences:\n");
     use(4, 0, -1), use(4, 1, v);
     check_backward(M, 4, {head},
-                   {{"lnf", "dhf = dlogits wte  (classifier_backward);  dh = LN_f'(dhf)"},
-                    {"lnfx", "dxf += dh;  dx += LN_xf'(dxf)"},
-                    {"lnfy", "dyf += dh;  dy += LN_yf'(dyf)"},
+                   {{"lnf", "dhf = dlogits wte  (classifier_backward);  dsum = LN_f'(dhf)"},
+                    {"lnfx", "dxf += dsum;  dx += LN_xf'(dxf)"},
+                    {"lnfy", "dyf += dsum;  dy += LN_yf'(dyf)"},
                     {"dx", "dx += LN_xf'(dxf)"},
                     {"dy", "dy += LN_yf'(dyf)"},
                     // last: wte's gradient is also the embeddings', from the dx and dy above, through the model
                     {"wte", "dwte += dlogits^T hf  (classifier_backward), and from dx, dy through the model"}},
-                   {"dhf", "dh", "dxf", "dyf", "dx", "dy"});
+                   {"dhf", "dsum", "dxf", "dyf", "dx", "dy"});
 }
 
 static void exercise_5(int v) {
@@ -544,14 +544,130 @@ static void exercise_5(int v) {
     printf("  post_sublayer_forward against the reference's from the same x (relative, bound %.0e; what it does not "
            "write stays NaN):\n", SAME_BOUND);
     check_forward(M, 5, v, sublayers(M, SUBLAYER_POST, false),
-                  {{"z", "z = F(x)"}, {"h", "h = x + z"}, {"x'", "x' = LN(h)"}});
+                  {{"z", "z = F(x)"}, {"sum", "sum = x + z"}, {"x'", "x' = LN(sum)"}});
     printf("  post_sublayer_backward (after the reference's forward) against the finite differences:\n");
     use(5, 0, -1), use(5, 1, v);
     check_backward(M, 5, sublayers(M, SUBLAYER_POST, true),
-                   {{"LN", "dh = LN'(dx')"},
-                    {"F", "dz += dh;  dx += F'(dz)"},
-                    {"dx", "dx = dh + F'(dz)  (x feeds the sum and F: both add into dx)"}},
-                   {"dh", "dz", "dx"});
+                   {{"LN", "dsum = LN'(dx')"},
+                    {"F", "dz += dsum;  dx += F'(dz)"},
+                    {"dx", "dx = dsum + F'(dz)  (x feeds the sum and F: both add into dx)"}},
+                   {"dsum", "dz", "dx"});
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// exercise 6: siamese_c1's sub-layer (siamese-hybrid's attention), forward and backward; 7: the QKV-norm's backward,
+// on one QKV-norm alone, then in siamese-hybrid's attention; 8: Pre-Norm's sub-layer, forward and backward
+
+static void exercise_6(int v) {
+    Model M("siamese-hybrid");
+    printf("  siamese_c1_sublayer_forward (siamese-hybrid's attention sub-layers) against the reference's from the "
+           "same x\n  and y (relative, bound %.0e; what it does not write stays NaN):\n", SAME_BOUND);
+    check_forward(M, 6, v, sublayers(M, SUBLAYER_SIAMESE_C1, false),
+                  {{"yh", "yh = LN_y(y)"}, {"u", "u = c1 x + yh"}, {"z", "z = F(u)"}, {"x'", "x' = x + z / c_l"},
+                   {"y'", "y' = y + z"}});
+    printf("  siamese_c1_sublayer_backward (after the reference's forward) against the finite differences:\n");
+    use(6, 0, -1), use(6, 1, v);
+    check_backward(M, 6, sublayers(M, SUBLAYER_SIAMESE_C1, true),
+                   {{"F", "dz = dx' / c_l + dy';  du = F'(dz)"},
+                    {"c1", "dc1 += the sum over tokens of du x"},
+                    {"LN_y", "dyh += du;  dy += LN_y'(dyh)"},
+                    {"dy", "dy = dy' + LN_y'(dyh)  (the identity path and LN_y's, both +=)"},
+                    {"dx", "dx = dx' + c1 du  (x reaches x' directly and u through c1: both add into dx)"}},
+                   {"dz", "du", "dyh", "dy", "dx"});
+}
+
+static void exercise_7(int v) {
+    use(7, 0, v);
+    const int N = 20, C = C_, NH = NH_, hs = C / NH, R = N * 3 * NH;  // 20 tokens: past the reference's chunks of 16
+    std::vector<real> inp(N * 3 * C), out(N * 3 * C), dout(N * 3 * C), w(3 * hs), b(3 * hs), mean(R), rstd(R);
+    uint64_t rng = 7;
+    for (int i = 0; i < N * 3 * C; i++) inp[i] = (real)(0.3 * (i / hs % 5) + 1.5 * random_normal(&rng));
+    for (int i = 0; i < 3 * hs; i++)
+        w[i] = (real)(1 + 0.3 * random_normal(&rng)), b[i] = (real)(0.3 * random_normal(&rng));
+    for (int i = 0; i < N * 3 * C; i++) dout[i] = (real)random_normal(&rng);
+    const real* wp[3] = {&w[0], &w[hs], &w[2 * hs]};
+    const real* bp[3] = {&b[0], &b[hs], &b[2 * hs]};
+    auto loss = [&] {  // sum(dout * QKVnorm(inp)): its gradient by out is dout
+        qkv_norm_forward(out.data(), mean.data(), rstd.data(), inp.data(), wp, bp, N, C, NH);
+        double s = 0;
+        for (int i = 0; i < N * 3 * C; i++) s += (double)dout[i] * out[i];
+        return s;
+    };
+    auto backward = [&](real fill, std::vector<real>* dinp, std::vector<real>* dw, std::vector<real>* db) {
+        dinp->assign(N * 3 * C, fill), dw->assign(3 * hs, fill), db->assign(3 * hs, fill);
+        loss();
+        real* dwp[3] = {&(*dw)[0], &(*dw)[hs], &(*dw)[2 * hs]};
+        real* dbp[3] = {&(*db)[0], &(*db)[hs], &(*db)[2 * hs]};
+        qkv_norm_backward(dinp->data(), dwp, dbp, dout.data(), inp.data(), wp, mean.data(), rstd.data(), N, C, NH);
+    };
+    std::vector<real> dinp, dw, db;
+    backward(0, &dinp, &dw, &db);
+    auto error = [&](std::vector<real>& values, const std::vector<real>& grad) {
+        std::vector<std::pair<double, double>> pairs;
+        for (size_t i = 0; i < values.size(); i++) pairs.push_back({five_point(&values[i], loss), grad[i]});
+        return worst_relative_error(pairs);
+    };
+    printf("  one QKV-norm, %d tokens, %d heads of %d channels in each of q, k, v (loss = sum(dout * out)):\n", N,
+           NH, hs);
+    report("db (q, k, v)", "", error(b, db), FD_BOUND, "db_j += sum over the tokens and heads of dout_j");
+    report("dw (q, k, v)", "", error(w, dw), FD_BOUND, "dw_j += sum over the tokens and heads of xhat * dout_j");
+    // what the rows of dx say: each (token, part, head) row is one LayerNorm of hs channels, so it sums to 0
+    double row_sum = 0;
+    for (int r = 0; r < R; r++) {
+        double sum = 0, absum = 0;
+        for (int i = 0; i < hs; i++) sum += dinp[r * hs + i], absum += std::fabs(dinp[r * hs + i]);
+        row_sum = worse(row_sum, std::fabs(sum) / (absum > 0 ? absum : 1));
+    }
+    std::string dx_hint;
+    if (!(row_sum < 1e-9))
+        dx_hint = "a head's row of your dx sums to " + number(row_sum) + " times the sum of its |dx|, not to 0: each "
+                  "row of hs channels is one LayerNorm, whose rows of dx sum to 0. The - mean(g) term, over the row's "
+                  "hs channels (not C)";
+    report("dx", "", error(inp, dinp), FD_BOUND,
+           "dx += rstd (g - mean(g) - xhat mean(g xhat)),  g = w_j dout, means over the row's hs channels", dx_hint);
+    std::vector<real> dinp2, dw2, db2;
+    backward((real)0.25, &dinp2, &dw2, &db2);
+    double acc = 0;
+    for (auto [got, want] : {std::make_pair(&dinp2, &dinp), std::make_pair(&dw2, &dw), std::make_pair(&db2, &db)}) {
+        for (real& g : *got) g -= (real)0.25;
+        acc = worse(acc, difference(got->data(), want->data(), want->size()));
+    }
+    report("dx, dw, db accumulate", "", acc, SAME_BOUND, "each adds (+=) to what the buffer holds",
+           "started from 0.25 instead of 0, dx, dw or db did not end 0.25 above what they end from 0: a backward "
+           "function adds into its gradients (+=)");
+
+    // In the model: the QKV-norm's gains and shifts of each block, and what its dx feeds (qkvw, qkvb, then the
+    // streams). lnkb is left out: its gradient is 0 in exact arithmetic (a shift of every key moves each score row
+    // by a constant, which the softmax ignores; docs/siamesenorm.md, section 10.2), so the stencil has nothing to
+    // compare; the one QKV-norm above checks it.
+    Model M("siamese-hybrid");
+    printf("  siamese-hybrid's attention (L=%d, C=%d, %d heads of %d), every block, against the finite differences:\n",
+           L_, C_, NH_, C_ / NH_);
+    check_backward(M, 7, sublayers(M, SUBLAYER_SIAMESE_C1, true),
+                   {{"lnqw", "dw_q += sum over tokens and heads of xhat * dq"},
+                    {"lnqb", "db_q += sum over tokens and heads of dq"},
+                    {"lnkw", "dw_k += sum over tokens and heads of xhat * dk"},
+                    {"lnvw", "dw_v += sum over tokens and heads of xhat * dv"},
+                    {"lnvb", "db_v += sum over tokens and heads of dv"},
+                    {"F", "d(u W_qkv + b) = LN_q'(dq), LN_k'(dk), LN_v'(dv);  then qkvw, qkvb"},
+                    {"dy", "dy: through d(u W_qkv + b), F's input u = c1 x + LN_y(y)"},
+                    {"dx", "dx: through d(u W_qkv + b), F's input u = c1 x + LN_y(y)"}},
+                   {});
+}
+
+static void exercise_8(int v) {
+    Model M("pre");
+    printf("  pre_sublayer_forward against the reference's from the same x (relative, bound %.0e; what it does not "
+           "write stays NaN):\n", SAME_BOUND);
+    check_forward(M, 8, v, sublayers(M, SUBLAYER_PRE, false),
+                  {{"u", "u = LN(x)"}, {"z", "z = F(u)"}, {"x'", "x' = x + z"}});
+    printf("  pre_sublayer_backward (after the reference's forward) against the finite differences:\n");
+    use(8, 0, -1), use(8, 1, v);
+    check_backward(M, 8, sublayers(M, SUBLAYER_PRE, true),
+                   {{"F", "dz = dx';  du = F'(dz)"},
+                    {"LN", "dx += LN'(du)"},
+                    {"dx", "dx = dx' + LN'(du)  (x feeds the sum and LN: both add into dx)"}},
+                   {"dz", "du", "dx"});
 }
 
 static const char* const TITLES[] = {
@@ -561,19 +677,24 @@ static const char* const TITLES[] = {
     "siamese_sublayer_backward",
     "siamese_head_forward and siamese_head_backward",
     "post_sublayer_forward and post_sublayer_backward",
+    "siamese_c1_sublayer_forward and siamese_c1_sublayer_backward",
+    "qkv_norm_backward",
+    "pre_sublayer_forward and pre_sublayer_backward",
 };
 
 int main(int argc, char** argv) {
     if (argc < 3) internal("usage: grader N VARIANT [NAME]");
     int n = atoi(argv[1]), v = atoi(argv[2]);
-    if (n < 1 || n > 5) internal("no exercise %s", argv[1]);
+    const int EXERCISES = (int)(sizeof(TITLES) / sizeof(TITLES[0])) - 1;
+    if (n < 1 || n > EXERCISES) internal("no exercise %s", argv[1]);
     for (auto& e : exercise_variant) e[0] = e[1] = -1;
     open_report();
     printf("exercise %d: %s%s%s\n", n, TITLES[n], argc > 3 ? ", from " : "", argc > 3 ? argv[3] : "");
     printf("float64; gradients against finite differences (the five-point stencil, h = %.0e): error = max |fd - "
            "yours|\n  / max(|fd|, |yours|) over a tensor's checked entries, bound %.0e\n", FD_STEP, FD_BOUND);
     if (n > 1) printf("model: L=%d, C=%d, %d heads, B=%d, T=%d\n", L_, C_, NH_, B_, T_);
-    void (*exercises[])(int) = {nullptr, exercise_1, exercise_2, exercise_3, exercise_4, exercise_5};
+    void (*exercises[])(int) = {nullptr,    exercise_1, exercise_2, exercise_3, exercise_4,
+                                exercise_5, exercise_6, exercise_7, exercise_8};
     exercises[n](v);
     // the verdict, every check having run: printed here when run by hand, else sent in the report (exercise.py
     // prints it, after everything the checks printed)

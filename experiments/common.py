@@ -99,6 +99,9 @@ VARIANTS = {
     "pre-qkvnorm": ["--norm", "pre-qkvnorm"],
     "peri": ["--norm", "peri"],
 }
+# the earlier learning-rate sweep's variants (section 2; lr_sweep.py's and depth_use.py's default): the layouts and
+# ablations of the time, so that their documented commands run what the docs say (25 runs) as the registry grows
+SWEEP_VARIANTS = ["pre", "post", "siamese", "siamese-no-depth-scale", "siamese-no-ln-in"]
 STYLE = {
     "pre": dict(color="tab:blue", ls="-"),
     "post": dict(color="tab:red", ls="-"),

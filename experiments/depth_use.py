@@ -114,7 +114,8 @@ def parse_probe(lines):
 def parse_args(argv=None):
     p = common.ArgumentParser(description=__doc__.split("\n\n")[0])
     common.common_arguments(p, "docs/results/depth_use")
-    p.add_argument("--variants", default=",".join(common.VARIANTS), help="default: %(default)s")
+    p.add_argument("--variants", default=",".join(common.SWEEP_VARIANTS),
+                   help="names of common.VARIANTS (default: section 2's five, %(default)s)")
     p.add_argument("--lr", type=float, help="peak lr of the models (CPU default %g, GPU %g)"
                    % (DEFAULT_LR["cpu"], DEFAULT_LR["gpu"]))
     p.add_argument("--probe-B", type=int)

@@ -69,7 +69,8 @@ def parse_args(argv=None):
     p = common.ArgumentParser(description=__doc__.split("\n\n")[0])
     common.common_arguments(p, "docs/results/lr_sweep")
     p.add_argument("--lrs", help="peak learning rates (CPU default %s; GPU %s)" % (CPU["lrs"], GPU["lrs"]))
-    p.add_argument("--variants", default=",".join(common.VARIANTS), help="default: %(default)s")
+    p.add_argument("--variants", default=",".join(common.SWEEP_VARIANTS),
+                   help="names of common.VARIANTS (default: section 2's five, %(default)s)")
     p.add_argument("--spike", type=float, default=common.SPIKE_NATS,
                    help="train-loss rise over its running minimum (nats) counted as a spike, after the loss first "
                         "reached the unigram baseline (default 1.0)")

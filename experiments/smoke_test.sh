@@ -351,5 +351,12 @@ for _ in $(seq 50); do pgrep -f -- "--seed 424242" > /dev/null || break; sleep 0
 if [ "$started" -ge 1 ] && ! pgrep -f -- "--seed 424242" > /dev/null; then ok "a killed runner leaves no trainer running"
 else bad "orphans" "started $started, still running: $(pgrep -f -- '--seed 424242' | tr '\n' ' ')"; pkill -f -- "--seed 424242"; fi
 
+# ---- the documented default commands run what the docs say as the registry grows (section 2's sweep: 25 runs of
+# five variants; depth_use.py probes 5 of them), not one run per entry of common.VARIANTS
+n_sweep=$($PY experiments/lr_sweep.py --dry-run 2>&1 | grep -c '^./reference_cpu')
+n_use=$($PY experiments/depth_use.py --dry-run 2>&1 | grep -c '^./reference_cpu')
+[ "$n_sweep" = 25 ] && [ "$n_use" = 5 ] && ok "lr_sweep.py and depth_use.py default to section 2's 25 runs and 5 models" \
+    || bad "default sweep" "lr_sweep.py --dry-run: $n_sweep runs (docs: 25), depth_use.py: $n_use (docs: 5)"
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

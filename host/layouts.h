@@ -170,7 +170,7 @@ static SubLayerKind hybrid_star_kind(int s, int L, int setting) {
     return s / 2 == 0 ? SUBLAYER_PRE : hybrid_kind(s, L, setting);
 }
 // SiameseNorm's language-model form (the official code's OLMo_model_hybrid_pre.py, MODEL_TYPE=hybrid_pre): its X
-// stream is HybridNorm's. Attention: h = c1 x + LN_y(y); z = Attn_qkvnorm(h) (siamese_c1); MLP: siamese's.
+// stream is HybridNorm's. Attention: u = c1 x + LN_y(y); z = Attn_qkvnorm(u) (siamese_c1); MLP: siamese's.
 static SubLayerKind siamese_hybrid_kind(int s, int, int) {
     return s % 2 == 0 ? SUBLAYER_SIAMESE_C1 : SUBLAYER_SIAMESE;
 }
@@ -283,7 +283,7 @@ static const LayoutInfo LAYOUTS[] = {
      .init_std = nullptr},
     {.name = "siamese-hybrid",
      .source = "SiameseNorm's language-model form (Li et al. 2026; the official code's hybrid_pre)",
-     .equations = "attention: h = c1 x + LN_y(y); z = F(h); x = x + z/c_l; y = y + z; MLP: as siamese; F's attention "
+     .equations = "attention: u = c1 x + LN_y(y); z = F(u); x = x + z/c_l; y = y + z; MLP: as siamese; F's attention "
                   "LayerNorms q, k, v; head LN_f(LN_xf(x) + LN_yf(y))",
      .streams = 2,
      .norms = {2, 3}, .norm_names = {SIAMESE_C1_NORMS_1, SIAMESE_NORMS_2}, .norm_blocks = {0, 0},

@@ -179,6 +179,7 @@ run_suite gpu_emulated  bash tests/test_gpu_emulated.sh
 [ -f tests/torch_check.py ] && run_suite torch $TORCH_PY tests/torch_check.py
 run_suite twin          $TORCH_PY tests/twin_check.py
 run_suite notebook      $TORCH_PY tests/test_notebook.py
+run_suite cover         $TORCH_PY tests/cover_stream_check.py
 run_suite streams       env TORCH_PY="$TORCH_PY" bash tests/test_streams.sh
 run_suite exercises     $PY tests/test_exercises.py
 run_suite commands      $PY tests/test_commands.py

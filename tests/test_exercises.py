@@ -35,14 +35,34 @@ PLANTED = [
      "for (size_t i = 0; i < t.n; i++) t.dz[i] += t.dy_out[i];", "look at:  dy = dy' + LN_y'(dyh)"),
     (3, "dy's LN_y gradient into dx", "layernorm_backward(t.LN_y, t.dy, t.dyh, t.y)",
      "layernorm_backward(t.LN_y, t.dx, t.dyh, t.y)", "look at:  dy = dy' + LN_y'(dyh)"),
-    (4, "h from the raw streams", "add_forward(t.h, t.xf, t.yf, 1, t.n)",
-     "add_forward(t.h, t.x, t.y, 1, t.n)", "look at:  h = xf + yf"),
+    (4, "sum from the raw streams", "add_forward(t.sum, t.xf, t.yf, 1, t.n)",
+     "add_forward(t.sum, t.x, t.y, 1, t.n)", "look at:  sum = xf + yf"),
     (4, "LN_yf's backward reads x", "layernorm_backward(t.LN_yf, t.dy, t.dyf, t.y)",
-     "layernorm_backward(t.LN_yf, t.dy, t.dyf, t.x)", "look at:  dyf += dh;  dy += LN_yf'(dyf)"),
-    (5, "x' = LN(x), not LN(h)", "layernorm_forward(t.LN, t.x_out, t.h)", "layernorm_forward(t.LN, t.x_out, t.x)",
-     "look at:  x' = LN(h)"),
+     "layernorm_backward(t.LN_yf, t.dy, t.dyf, t.x)", "look at:  dyf += dsum;  dy += LN_yf'(dyf)"),
+    (5, "x' = LN(x), not LN(sum)", "layernorm_forward(t.LN, t.x_out, t.sum)", "layernorm_forward(t.LN, t.x_out, t.x)",
+     "look at:  x' = LN(sum)"),
     (5, "F's gradient not into dx", "F_backward(t, t.x, t.dx)", "F_backward(t, t.x, t.du)",
-     "look at:  dx = dh + F'(dz)"),
+     "look at:  dx = dsum + F'(dz)"),
+    (6, "x' without 1/c_l", "add_forward(t.x_out, t.x, t.z, t.inv_c, t.n)", "add_forward(t.x_out, t.x, t.z, 1, t.n)",
+     "look at:  x' = x + z / c_l"),
+    (6, "u without c1", "gain_add_forward(t.u, t.c1, t.x, t.yh, t.n, C)",
+     "add_forward(t.u, t.x, t.yh, 1, t.n + 0 * C)", "look at:  u = c1 x + yh"),
+    (6, "dc1 from u, not x", "gain_add_backward(t.dc1, t.dx, t.dyh, t.du, t.c1, t.x, t.n, C)",
+     "gain_add_backward(t.dc1, t.dx, t.dyh, t.du, t.c1, t.u, t.n, C)", "look at:  dc1 += the sum over tokens of du x"),
+    (6, "dx without dx' (X's identity path at the attention)", "add_backward(t.dx, t.dz, t.dx_out, t.inv_c, t.n);",
+     "for (size_t i = 0; i < t.n; i++) t.dz[i] += t.inv_c * t.dx_out[i];", "look at:  dx = dx' + c1 du"),
+    (7, "dx without the - mean(g) term", "w[j][i] * g[i] - gmean - xhat * gxmean", "w[j][i] * g[i] - xhat * gxmean",
+     "The - mean(g) term, over the row's"),
+    (7, "the gains' gradient without xhat", "pdw[i] += xhat * g[i];", "pdw[i] += g[i];",
+     "look at:  dw_j += sum over the tokens and heads of xhat * dout_j"),
+    (7, "the part of a row taken as r % 3", "int j = r / NH % 3;", "int j = r % 3;",
+     "look at:  db_j += sum over the tokens and heads of dout_j"),
+    (8, "x' = u + z (from the normalized stream)", "add_forward(t.x_out, t.x, t.z, 1, t.n)",
+     "add_forward(t.x_out, t.u, t.z, 1, t.n)", "look at:  x' = x + z"),
+    (8, "dx without dx' (the identity path)", "add_backward(t.dx, t.dz, t.dx_out, 1, t.n);",
+     "for (size_t i = 0; i < t.n; i++) t.dz[i] += t.dx_out[i];", "look at:  dx = dx' + LN'(du)"),
+    (8, "F's gradient into dx, not du", "F_backward(t, t.u, t.du)", "F_backward(t, t.u, t.dx)",
+     "look at:  dx += LN'(du)"),
 ]
 # The verdict comes only from the grader's completed report (exercise.run_grader), never from the exit status or the
 # output of the process the student's function runs in: each of these, put at the start of the reference's own
@@ -66,7 +86,9 @@ FLOOD = ('static int flooded_ = 0; if (!flooded_++) for (int i_ = 0; i_ < 200000
 
 # what each grader says first on its stub
 STUB_SAYS = {1: "look at:  db += sum over the rows of dout", 2: "look at:  xh = LN_x(x)",
-             3: "look at:  dz = dx' / c_l + dy'", 4: "look at:  xf = LN_xf(x)", 5: "look at:  z = F(x)"}
+             3: "look at:  dz = dx' / c_l + dy'", 4: "look at:  xf = LN_xf(x)", 5: "look at:  z = F(x)",
+             6: "look at:  yh = LN_y(y)", 7: "look at:  db_j += sum over the tokens and heads of dout_j",
+             8: "look at:  u = LN(x)"}
 
 # what docs/exercises.md says of the statuses (tested below on a stub: FAIL)
 BATCH_STATUSES = "exit status 0 PASS, 1 FAIL, 2 an error"
@@ -203,10 +225,10 @@ def command_line(tmp):
          r.returncode == 2 and "\nFAIL: " in r.stdout and MAKE_STATUSES in docs, "exit status %d" % r.returncode)
     rc, out, err = tool("solution", "2", env=env)
     case("solution prints the reference's function", rc == 0 and exercise.solution(2)[0] in out, err)
-    rc = subprocess.run(["make", "--no-print-directory", "-s", "exercise", "N=7"], cwd=ROOT, env=plain,
+    rc = subprocess.run(["make", "--no-print-directory", "-s", "exercise", "N=9"], cwd=ROOT, env=plain,
                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    case("make exercise N=7: an error line, non-zero exit", rc.returncode != 0 and
-         "error: there is no exercise '7'" in rc.stderr, rc.stderr[-400:])
+    case("make exercise N=9: an error line, non-zero exit", rc.returncode != 0 and
+         "error: there is no exercise '9'" in rc.stderr, rc.stderr[-400:])
     case("no temporary folders left", os.listdir(env["TMPDIR"]) == [], str(os.listdir(env["TMPDIR"])))
 
 

@@ -192,7 +192,7 @@ TEST_CASE("the finite-difference bound fails a gradient that is not a number") {
 }
 
 // The new pieces of the HybridNorm layouts, planted wrong as the NaN above: c1's gradient summed without its x
-// (dc1 = sum of dh instead of sum of dh x) and the QKV-norm's gain gradient without its xhat (d lnqw = sum of dq,
+// (dc1 = sum of du instead of sum of du x) and the QKV-norm's gain gradient without its xhat (d lnqw = sum of dq,
 // which is lnqb's gradient). Each fails its tensor by orders of magnitude; every other tensor passes. siamese-hybrid,
 // 1 block, B = 1, T = 4, C = 16, 2 heads (hs = 8): every entry of c1, lnqw and lnqb is checked.
 TEST_CASE("the finite-difference bound catches a wrong c1 gradient and a wrong QKV-norm gain gradient") {
@@ -219,11 +219,11 @@ TEST_CASE("the finite-difference bound catches a wrong c1 gradient and a wrong Q
     };
     SUBCASE("dc1 without x") {
         std::vector<real> g(right);
-        SubLayer t = sublayer_tensors(&m, 0);  // the attention's boundary: dh = dL/dh, the gradients of the last backward
+        SubLayer t = sublayer_tensors(&m, 0);  // the attention's boundary: du = dL/du, the gradients of the last backward
         int C = p.config.channels;
         for (int i = 0; i < C; i++) {
             double s = 0;
-            for (size_t r = 0; r < t.n / C; r++) s += t.dh[r * C + i];
+            for (size_t r = 0; r < t.n / C; r++) s += t.du[r * C + i];
             g[c1.offset + i] = (real)s;
         }
         check_only(g, "c1");

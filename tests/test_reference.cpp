@@ -473,7 +473,7 @@ TEST_CASE("SiameseNorm forward: the streams follow the equations") {
         for (size_t i = 0; i < NC; i++) {
             REQUIRE(a.x_out[i] == doctest::Approx(a.xh[i] + inv_c * a.z[i]).epsilon(1e-6));  // x = xh + z/c_l
             REQUIRE(a.y_out[i] == doctest::Approx(a.y[i] + a.z[i]).epsilon(1e-6));           // y = y + z
-            REQUIRE(a.h[i] == doctest::Approx(a.xh[i] + a.yh[i]).epsilon(1e-6));             // h = xh + LN_y(y)
+            REQUIRE(a.sum[i] == doctest::Approx(a.xh[i] + a.yh[i]).epsilon(1e-6));           // sum = xh + LN_y(y)
         }
         // xh = LN_x(x): with the gain and shift undone, each row has zero mean and variance var(x) / (var(x) + eps)
         const real* w = m.params.lnw[s % 2][LN_X] + (s / 2) * 32;
@@ -500,7 +500,7 @@ TEST_CASE("SiameseNorm forward: the streams follow the equations") {
 }
 
 TEST_CASE("HybridNorm layouts' forward: the streams and the QKV-norm follow the equations") {
-    // siamese-hybrid: attention h = c1 x + LN_y(y), x' = x + z/c_l, y' = y + z; MLP siamese's. hybrid: attention
+    // siamese-hybrid: attention u = c1 x + LN_y(y), x' = x + z/c_l, y' = y + z; MLP siamese's. hybrid: attention
     // x' = x + z, MLP u = LN(x), x' = u + z. pre-qkvnorm: x' = x + z. All three: each head's q, k, v rows of hs = 8,
     // with the gain and shift undone, have mean 0 and variance var(raw) / (var(raw) + eps).
     for (int norm : {NORM_SIAMESE_HYBRID, NORM_HYBRID, NORM_PRE_QKVNORM}) {
@@ -521,7 +521,7 @@ TEST_CASE("HybridNorm layouts' forward: the streams and the QKV-norm follow the 
                 } else if (norm == NORM_PRE_QKVNORM) {
                     REQUIRE(a.x_out[i] == doctest::Approx(a.x[i] + a.z[i]).epsilon(1e-6));  // x' = x + z
                 } else if (s % 2 == 0) {
-                    REQUIRE(a.h[i] == doctest::Approx(a.c1[i % C] * a.x[i] + a.yh[i]).epsilon(1e-6));
+                    REQUIRE(a.u[i] == doctest::Approx(a.c1[i % C] * a.x[i] + a.yh[i]).epsilon(1e-6));
                     REQUIRE(a.x_out[i] == doctest::Approx(a.x[i] + inv_c * a.z[i]).epsilon(1e-6));
                     REQUIRE(a.y_out[i] == doctest::Approx(a.y[i] + a.z[i]).epsilon(1e-6));
                 } else {
@@ -582,4 +582,324 @@ TEST_CASE("Peri-LN forward: the stream follows the equations") {
         CHECK(memcmp(a.zn, a.z, NC * sizeof(real)) != 0);
     }
     gpt2_free(&m);
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Covering one stream (docs/siamesenorm.md, section 11). With the gains and shifts of LN_y and LN_yf at 0, Y is never
+// read (LN_y(y) = 0 * yhat + 0 = +0 exactly, and xh + 0 = xh), so SiameseNorm computes a Post-Norm model; with LN_x's
+// and LN_xf's at 0 a Pre-Norm model. The weights go into a post (pre, mix) model, whose forward below runs the
+// reference's own sub-layer and head functions, and each difference from them as one line of its own: an LN of the
+// embedding, LN_in, 1/c_l, an LN before the head's, and for Mix-LN the stream its Pre-Norm part starts from.
+
+// a LayerNorm of gain w and shift b (C each, no gradients), with statistics of its own for N rows
+struct PlainLN {
+    std::vector<real> mean, rstd;
+    LayerNorm ln;
+    PlainLN(const real* w, const real* b, int N, int C) : mean(N), rstd(N) {
+        ln = {w, b, nullptr, nullptr, mean.data(), rstd.data(), N, C};
+    }
+};
+
+// SiameseNorm's extras, made explicit in a one-stream model; each absent unless set
+struct CoverExtras {
+    const real *emb_w = nullptr, *emb_b = nullptr;    // p_0 = LN_e(h0) instead of h0
+    const real* ln_in[2][2] = {};                       // [k][gain, shift], (L, C) each: F reads LN_in(...)
+    double inv_c[64] = {};                              // block l's branch scaled by inv_c[l] (0: by 1)
+    const real *last_w = nullptr, *last_b = nullptr;  // an LN of the last stream before the head's own (if any)
+    int restart_at = -1;                                // mix: sub-layer restart_at reads h0 + the outputs z of the
+};                                                      //   sub-layers below it, not the stream they made
+
+// One sub-layer with the extras: post  p' = LN(p + F(LN_in(p)) / c_l);  pre  p' = p + F(LN_in(LN(p))). Without
+// LN_in and 1/c_l, the reference's own post_ or pre_sublayer_forward.
+static void cover_sublayer(const SubLayer& t, const CoverExtras& e) {
+    int l = t.s / 2, k = t.s % 2, N = t.m->B * t.m->T, C = t.m->config.channels;
+    real inv_c = (real)(e.inv_c[l] ? e.inv_c[l] : 1);
+    bool post = sublayer_kind(t.m->config, t.s) == SUBLAYER_POST;
+    if (!e.ln_in[k][0] && inv_c == 1) return run_sublayer(t, FORWARD);
+    if (!post) layernorm_forward(t.LN, t.u, t.x);                    // pre: LN(p)
+    const real* f_in = post ? t.x : t.u;
+    std::vector<real> u(t.n);
+    if (e.ln_in[k][0]) {                                             // LN_in(p) or LN_in(LN(p))
+        PlainLN ln_in(e.ln_in[k][0] + (size_t)l * C, e.ln_in[k][1] + (size_t)l * C, N, C);
+        layernorm_forward(ln_in.ln, u.data(), f_in);
+        f_in = u.data();
+    }
+    F_forward(t, f_in);                                              // z = F(...)
+    if (post) {
+        add_forward(t.sum, t.x, t.z, inv_c, t.n);                    // sum = p + z / c_l
+        layernorm_forward(t.LN, t.x_out, t.sum);                     // p' = LN(sum)
+    } else {
+        add_forward(t.x_out, t.x, t.z, 1, t.n);                      // p' = p + z
+    }
+}
+
+// the one-stream model m (post, pre or mix) on the batch, with the extras: its logits, in m's acts.logits
+static void cover_forward(GPT2* m, const std::vector<int>& in, int B, int T, const CoverExtras& e) {
+    gpt2_forward(m, in.data(), nullptr, B, T);  // sizes the activations; all of them are written again below
+    const GPT2Config& c = m->config;
+    int N = B * T, C = c.channels;
+    size_t n = (size_t)N * C;
+    std::vector<real> h0(n), last(n);
+    encoder_forward(h0.data(), in.data(), m->params.wte, m->params.wpe, B, T, C);  // h0 = wte[tok] + wpe[pos]
+    if (e.emb_w) layernorm_forward(PlainLN(e.emb_w, e.emb_b, N, C).ln, m->acts.x, h0.data());  // p_0 = LN_e(h0)
+    else memcpy(m->acts.x, h0.data(), n * sizeof(real));                                        // p_0 = h0
+    std::vector<real> y(h0);  // h0 + the outputs so far: what SiameseNorm's Y holds
+    for (int s = 0; s < 2 * c.num_layers; s++) {
+        SubLayer t = sublayer_tensors(m, s);
+        if (s == e.restart_at) memcpy(t.x, y.data(), n * sizeof(real));  // mix: the Pre-Norm part starts from y
+        cover_sublayer(t, e);
+        add_forward(y.data(), y.data(), t.z, 1, n);                        // y = y + z
+    }
+    Head t = head_tensors(m);
+    if (!e.last_w) return run_head(t, FORWARD);
+    layernorm_forward(PlainLN(e.last_w, e.last_b, N, C).ln, last.data(), t.x);  // LN_last(p_2L)
+    if (t.LN_f.w) {                                                             // pre: LN_f(LN_last(p_2L))
+        layernorm_forward(t.LN_f, t.hf, last.data());
+        classifier_forward(t, t.hf);
+    } else {                                                                    // post: LN_last(p_2L)
+        classifier_forward(t, last.data());
+    }
+}
+
+// a tensor of m by name
+static real* tensor_of(GPT2* m, const char* name) {
+    for (const TensorInfo& t : m->tensors)
+        if (!strcmp(t.name, name)) return m->params_memory + t.offset;
+    FAIL("no tensor " << name);
+    return nullptr;
+}
+
+// F's weights and the embeddings, from the siamese model s into the one-stream model m
+static void copy_shared(GPT2* m, GPT2* s) {
+    for (const char* name : {"wte", "wpe", "qkvw", "qkvb", "attprojw", "attprojb", "fcw", "fcb", "fcprojw", "fcprojb"})
+        for (const TensorInfo& t : m->tensors)
+            if (!strcmp(t.name, name)) memcpy(tensor_of(m, name), tensor_of(s, name), t.size * sizeof(real));
+}
+
+// block l's C channels of an (L, C) tensor, copied; zeroed
+static void copy_row(real* to, int lt, const real* from, int lf, int C) {
+    memcpy(to + (size_t)lt * C, from + (size_t)lf * C, C * sizeof(real));
+}
+static void zero(real* p, size_t n) { memset(p, 0, n * sizeof(real)); }
+
+// the largest |a - b| over the real vocabulary's logits, relative to the largest |b|
+static double logits_difference(const GPT2* a, const GPT2* b, int N) {
+    int V = a->config.vocab_size, Vp = a->config.padded_vocab_size;
+    double d = 0, scale = 0;
+    for (int r = 0; r < N; r++)
+        for (int v = 0; v < V; v++) {
+            double x = a->acts.logits[(size_t)r * Vp + v], y = b->acts.logits[(size_t)r * Vp + v];
+            d = std::max(d, std::fabs(x - y)), scale = std::max(scale, std::fabs(y));
+        }
+    return d / scale;
+}
+
+static bool same_logits(const GPT2* a, const GPT2* b, int N) {
+    return memcmp(a->acts.logits, b->acts.logits, (size_t)N * a->config.padded_vocab_size * sizeof(real)) == 0;
+}
+
+// The bound: both sides run the same float32 operations (the reference's own functions) on the same values in the
+// same order, and the covered stream's terms are exact zeros (0 * yhat + 0 = +0, a + 0 = a, 1 * z = z), so the logits
+// agree bit for bit (measured: they do). 1e-5 of the largest logit leaves room for a compiler that rounds one inlined
+// copy of an operation differently from another (a * b + c fused into one FMA in one and not in the other: 2^-24
+// relative, once per operation, carried through the 2L sub-layers and 2L + 2 LayerNorms of these models: well under
+// 1e-6, the float32 noise that tests/torch_check.py measures between two whole implementations). Each named
+// difference left out must move the logits by more than 1e-3 of the largest, 100 times the bound (the comparison
+// can fail). Measured: the embedding's LN 0.24-0.56, the LN before the head's 0.056-0.077, 1/c_l 0.016-0.059, the
+// restart (Mix-LN itself) 1.4-1.6, and LN_in 0.004-0.008 in post, 0.07-0.12 in pre and mix: LN_in normalizes a
+// stream that a LayerNorm has just normalized, so it changes only what LN_x's (or LN_y's) gain and shift and its
+// own make of it, here 1 + N(0, 0.05) and N(0, 0.05) (perturb); at gains 1 and shifts 0 it would be the identity
+// but for eps (docs/siamesenorm.md, section 11).
+static const double COVER_BOUND = 1e-5, COVER_MATTERS = 1e-3;
+
+// each extra of e left out in turn: the logits must then differ
+static void check_each_matters(GPT2* m, const GPT2* s, const std::vector<int>& in, int B, int T, CoverExtras e) {
+    const char* names[] = {"the embedding's LN", "the LN before the head's", "LN_in", "1/c_l", "the restart"};
+    for (int w = 0; w < 5; w++) {
+        CoverExtras without = e;
+        bool has = (w == 0 && e.emb_w) || (w == 1 && e.last_w) || (w == 2 && e.ln_in[0][0]) || (w == 3 && e.inv_c[0]) ||
+                   (w == 4 && e.restart_at >= 0);
+        if (!has) continue;
+        if (w == 0) without.emb_w = nullptr;
+        if (w == 1) without.last_w = nullptr;
+        if (w == 2) for (auto& k : without.ln_in) k[0] = k[1] = nullptr;
+        if (w == 3) for (double& v : without.inv_c) v = 0;
+        if (w == 4) without.restart_at = -1;
+        cover_forward(m, in, B, T, without);
+        double d = logits_difference(m, s, B * T);
+        MESSAGE("  without " << std::string(names[w]) << ": " << d);
+        CHECK(d > COVER_MATTERS);
+    }
+}
+
+static const int COVER_ABLATIONS[] = {ABLATE_NO_DEPTH_SCALE | ABLATE_NO_LN_IN, ABLATE_NO_LN_IN, ABLATE_NO_DEPTH_SCALE,
+                                      0};
+
+// F reads LN_in(...), with the siamese model s's LN_in
+static void use_ln_in(CoverExtras* e, GPT2* s) {
+    for (int k = 0; k < 2; k++) e->ln_in[k][0] = s->params.lnw[k][LN_IN], e->ln_in[k][1] = s->params.lnb[k][LN_IN];
+}
+
+TEST_CASE("SiameseNorm with Y covered (LN_y = LN_yf = 0) is Post-Norm, but for the named differences") {
+    const int B = 2, T = 12, N = B * T, L = 3, C = 32;
+    std::vector<int> in = random_tokens(N, 60, 41);
+    for (int ablations : COVER_ABLATIONS) {
+        CAPTURE(ablations);
+        GPT2 s, p;
+        gpt2_init_random(&s, tiny_config(NORM_SIAMESE, ablations), 1);
+        perturb(&s, 42);  // gains and shifts off 1 and 0, so that no difference vanishes by accident
+        for (int k = 0; k < 2; k++) zero(s.params.lnw[k][LN_Y], L * C), zero(s.params.lnb[k][LN_Y], L * C);
+        zero(s.params.lnfw[LN_Y], C), zero(s.params.lnfb[LN_Y], C);
+        gpt2_forward(&s, in.data(), nullptr, B, T);
+
+        gpt2_init_random(&p, tiny_config(NORM_POST), 1);
+        copy_shared(&p, &s);
+        // Post-Norm's LN after sub-layer j is SiameseNorm's LN_x before sub-layer j + 1 (after the last: LN_xf):
+        // post's ln1 of block l <- siamese's ln2x of block l; its ln2 of block l <- ln1x of block l + 1 (lnfx)
+        for (int l = 0; l < L; l++) {
+            copy_row(p.params.lnw[0][LN_X], l, s.params.lnw[1][LN_X], l, C);
+            copy_row(p.params.lnb[0][LN_X], l, s.params.lnb[1][LN_X], l, C);
+            bool last = l + 1 == L;
+            copy_row(p.params.lnw[1][LN_X], l, last ? s.params.lnfw[LN_X] : s.params.lnw[0][LN_X], last ? 0 : l + 1, C);
+            copy_row(p.params.lnb[1][LN_X], l, last ? s.params.lnfb[LN_X] : s.params.lnb[0][LN_X], last ? 0 : l + 1, C);
+        }
+        CoverExtras e;
+        e.emb_w = s.params.lnw[0][LN_X], e.emb_b = s.params.lnb[0][LN_X];  // LN_x of sub-layer 0 normalizes h0
+        e.last_w = s.params.lnfw[2], e.last_b = s.params.lnfb[2];          // the head's LN_f, after LN_xf
+        if (!(ablations & ABLATE_NO_LN_IN))                                 // F reads LN_in(p)
+            use_ln_in(&e, &s);
+        if (!(ablations & ABLATE_NO_DEPTH_SCALE))                           // the branch scaled by 1/c_l
+            for (int l = 0; l < L; l++) e.inv_c[l] = inv_depth_scale(s.config, l);
+        cover_forward(&p, in, B, T, e);
+        double d = logits_difference(&p, &s, N);
+        MESSAGE("post: logits within " << d << " of siamese's, bit for bit: " << same_logits(&p, &s, N));
+        CHECK(d <= COVER_BOUND);
+        check_each_matters(&p, &s, in, B, T, e);
+        if (e.inv_c[0]) {  // 1/c_l is F's last matrix and bias divided by c_l: the same function, not the same weights
+            std::vector<real> weights(p.params_memory, p.params_memory + p.num_parameters);
+            for (int l = 0; l < L; l++) {
+                real inv_c = (real)e.inv_c[l];
+                for (const char* name : {"attprojw", "attprojb", "fcprojw", "fcprojb"}) {
+                    size_t rows = !strcmp(name, "attprojw") ? C * C : !strcmp(name, "fcprojw") ? 4 * C * C : C;
+                    real* w = tensor_of(&p, name) + l * rows;
+                    for (size_t i = 0; i < rows; i++) w[i] *= inv_c;
+                }
+            }
+            CoverExtras folded = e;
+            for (double& v : folded.inv_c) v = 0;
+            cover_forward(&p, in, B, T, folded);
+            d = logits_difference(&p, &s, N);  // (W / c) u + b / c is (W u + b) / c rounded otherwise: within rounding
+            MESSAGE("post, 1/c_l folded into attproj and fcproj: logits within " << d);
+            CHECK(d <= COVER_BOUND);
+            memcpy(p.params_memory, weights.data(), weights.size() * sizeof(real));
+        }
+        // a point of parameter space, not a training regime: LN_y's gains get a gradient (sum over rows of dyh yhat,
+        // dyh = dsum, which LN_in and F keep non-zero), so a step moves Y's LayerNorms off 0
+        std::vector<int> targets = random_tokens(N, 60, 48);
+        gpt2_forward(&s, in.data(), targets.data(), B, T);
+        gpt2_zero_grad(&s);
+        gpt2_backward(&s);
+        double gain_grad = 0;
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i < L * C; i++) gain_grad = std::max(gain_grad, (double)std::fabs(s.grads.lnw[k][LN_Y][i]));
+        MESSAGE("  the covered LN_y gains' largest gradient: " << gain_grad);
+        CHECK(gain_grad > 0);
+        gpt2_free(&s);
+        gpt2_free(&p);
+    }
+}
+
+TEST_CASE("SiameseNorm with X covered (LN_x = LN_xf = 0) is Pre-Norm, but for the named differences") {
+    const int B = 2, T = 12, N = B * T, L = 3, C = 32;
+    std::vector<int> in = random_tokens(N, 60, 43);
+    for (int ablations : COVER_ABLATIONS) {
+        CAPTURE(ablations);
+        GPT2 s, p;
+        gpt2_init_random(&s, tiny_config(NORM_SIAMESE, ablations), 1);
+        perturb(&s, 44);
+        for (int k = 0; k < 2; k++) zero(s.params.lnw[k][LN_X], L * C), zero(s.params.lnb[k][LN_X], L * C);
+        zero(s.params.lnfw[LN_X], C), zero(s.params.lnfb[LN_X], C);
+        gpt2_forward(&s, in.data(), nullptr, B, T);
+
+        gpt2_init_random(&p, tiny_config(NORM_PRE), 1);
+        copy_shared(&p, &s);
+        for (int k = 0; k < 2; k++)  // Pre-Norm's LN before sub-layer j is SiameseNorm's LN_y there
+            for (int l = 0; l < L; l++) {
+                copy_row(p.params.lnw[k][LN_X], l, s.params.lnw[k][LN_Y], l, C);
+                copy_row(p.params.lnb[k][LN_X], l, s.params.lnb[k][LN_Y], l, C);
+            }
+        copy_row(p.params.lnfw[0], 0, s.params.lnfw[2], 0, C);  // LN_f
+        copy_row(p.params.lnfb[0], 0, s.params.lnfb[2], 0, C);
+        CoverExtras e;                                           // h0 goes in as it is, as in Pre-Norm
+        e.last_w = s.params.lnfw[LN_Y], e.last_b = s.params.lnfb[LN_Y];  // the head's LN_yf, before LN_f
+        if (!(ablations & ABLATE_NO_LN_IN))                      // F reads LN_in(LN(p)); 1/c_l scales only X
+            use_ln_in(&e, &s);
+        cover_forward(&p, in, B, T, e);
+        double d = logits_difference(&p, &s, N);
+        MESSAGE("pre: logits within " << d << " of siamese's, bit for bit: " << same_logits(&p, &s, N));
+        CHECK(d <= COVER_BOUND);
+        check_each_matters(&p, &s, in, B, T, e);
+        gpt2_free(&s);
+        gpt2_free(&p);
+    }
+}
+
+// Mix-LN (post in blocks l < P, pre after): cover Y in blocks l < P and X in the blocks after and at the head. The
+// first 2P sub-layers then compute Mix-LN's Post-Norm part (as above); the Pre-Norm part reads Y, which holds
+// h0 + the sum of the first 2P sub-layers' outputs, where Mix-LN's continues from the Post-Norm part's normalized
+// output. So SiameseNorm computes Mix-LN with its Pre-Norm part restarted from Y, and not Mix-LN.
+TEST_CASE("SiameseNorm with Y covered before block P and X after is Mix-LN restarted from Y, not Mix-LN") {
+    const int B = 2, T = 12, N = B * T, L = 3, C = 32;
+    std::vector<int> in = random_tokens(N, 60, 45);
+    for (int ablations : COVER_ABLATIONS)
+        for (int P : {1, 2}) {
+            CAPTURE(ablations);
+            CAPTURE(P);
+            GPT2 s, m;
+            gpt2_init_random(&s, tiny_config(NORM_SIAMESE, ablations), 1);
+            perturb(&s, 46);
+            for (int k = 0; k < 2; k++)
+                for (int l = 0; l < L; l++) {
+                    int slot = l < P ? LN_Y : LN_X;  // what is covered in block l
+                    zero(s.params.lnw[k][slot] + (size_t)l * C, C), zero(s.params.lnb[k][slot] + (size_t)l * C, C);
+                }
+            zero(s.params.lnfw[LN_X], C), zero(s.params.lnfb[LN_X], C);
+            gpt2_forward(&s, in.data(), nullptr, B, T);
+
+            gpt2_init_random(&m, tiny_config(NORM_MIX, 0, 60, P), 1);
+            copy_shared(&m, &s);
+            for (int l = 0; l < L; l++) {
+                if (l < P) {  // the Post-Norm part's LNs, as for post; the last (after sub-layer 2P - 1) keeps its
+                    copy_row(m.params.lnw[0][LN_X], l, s.params.lnw[1][LN_X], l, C);  // initial values: nothing
+                    copy_row(m.params.lnb[0][LN_X], l, s.params.lnb[1][LN_X], l, C);  // reads its output
+                    if (l + 1 < P) {
+                        copy_row(m.params.lnw[1][LN_X], l, s.params.lnw[0][LN_X], l + 1, C);
+                        copy_row(m.params.lnb[1][LN_X], l, s.params.lnb[0][LN_X], l + 1, C);
+                    }
+                } else {      // the Pre-Norm part's LNs are LN_y
+                    for (int k = 0; k < 2; k++) {
+                        copy_row(m.params.lnw[k][LN_X], l, s.params.lnw[k][LN_Y], l, C);
+                        copy_row(m.params.lnb[k][LN_X], l, s.params.lnb[k][LN_Y], l, C);
+                    }
+                }
+            }
+            copy_row(m.params.lnfw[0], 0, s.params.lnfw[2], 0, C);  // LN_f
+            copy_row(m.params.lnfb[0], 0, s.params.lnfb[2], 0, C);
+            CoverExtras e;
+            e.emb_w = s.params.lnw[0][LN_X], e.emb_b = s.params.lnb[0][LN_X];  // the Post-Norm part's, as for post
+            if (!(ablations & ABLATE_NO_LN_IN))
+                use_ln_in(&e, &s);
+            if (!(ablations & ABLATE_NO_DEPTH_SCALE))
+                for (int l = 0; l < P; l++) e.inv_c[l] = inv_depth_scale(s.config, l);
+            e.last_w = s.params.lnfw[LN_Y], e.last_b = s.params.lnfb[LN_Y];  // the Pre-Norm part's, as for pre
+            e.restart_at = 2 * P;
+            cover_forward(&m, in, B, T, e);
+            double d = logits_difference(&m, &s, N);
+            MESSAGE("mix, P = " << P << ": logits within " << d << " of siamese's, bit for bit: "
+                                << same_logits(&m, &s, N));
+            CHECK(d <= COVER_BOUND);
+            check_each_matters(&m, &s, in, B, T, e);  // without the restart: Mix-LN itself, which it is not
+            gpt2_free(&s);
+            gpt2_free(&m);
+        }
 }

@@ -105,7 +105,7 @@ MUTATIONS = {
     "qkv-norm-whole-row": "QKV-norm over all C channels of q, k, v (one LN per row) instead of per head",
     "hybrid-post-ffn": "hybrid's MLP in Post-Norm form, x = LN(x + F(x)), instead of xn = LN(x); x = xn + F(xn)",
     "star-all-hybrid": "hybrid-star: block 0 HybridNorm too (its Pre-Norm block ignored)",
-    "c1-ignored": "siamese-hybrid: h = x + LN_y(y), the gain c1 left out",
+    "c1-ignored": "siamese-hybrid: u = x + LN_y(y), the gain c1 left out",
     "pre-qkvnorm-no-qkv-norm": "pre-qkvnorm: its attention without the QKV norm (plain Pre-Norm)",
     "peri-no-output-norm": "peri: x = x + F(LN(x)), the output LayerNorm LN_out left out (plain Pre-Norm)",
 }
