@@ -44,6 +44,7 @@ about() {
         torch)        echo "the PyTorch twin: logits, loss, every gradient, one AdamW step|30|0" ;;
         twin)         echo "the PyTorch twin trains alone, as the C++ trainer does (docs/train_model.py)|15|0" ;;
         notebook)     echo "the class notebook is what its .py builds, and runs end to end at the test length|20|0" ;;
+        cover)        echo "covering one stream in the PyTorch twin, as the C++ reference does|15|0" ;;
         streams)      echo "tools/streams.py on toy models|20|0" ;;
         exercises)    echo "the course's graders fail stubs and planted mistakes, pass the reference|25|50" ;;
         commands)     echo "every command the scripts call is installed by .ci/deps or essential|5|0" ;;
