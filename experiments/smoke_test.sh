@@ -351,6 +351,39 @@ for _ in $(seq 50); do pgrep -f -- "--seed 424242" > /dev/null || break; sleep 0
 if [ "$started" -ge 1 ] && ! pgrep -f -- "--seed 424242" > /dev/null; then ok "a killed runner leaves no trainer running"
 else bad "orphans" "started $started, still running: $(pgrep -f -- '--seed 424242' | tr '\n' ' ')"; pkill -f -- "--seed 424242"; fi
 
+# ---- horizon.py (section 6): the search of every layout, the grid at 1x, 3x, 5x Pre-Norm's best with every seed,
+# the outcome of each run, the logit lens of each stream; its protocol as documented (16 layers, 1500 steps, 8% warmup)
+HZ=(--layouts pre,siamese,hybrid --search-layers 2 --channels 32 --heads 2 -B 2 -T 16 --steps 6 --lrs 1e-3,3e-3
+    --val-every 3 --val-batches 2 --probe-B 2 --probe-T 16 --probe-batches 2 --runs-dir "$TMP/runs")
+$PY experiments/horizon.py "${HZ[@]}" --seeds 1,2 --results "$TMP/res/hz" > "$TMP/hz.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && ok "horizon runs" || bad "horizon" "exit $rc: $(tail -n 5 "$TMP/hz.out")"
+csv_check "horizon CSV: 3 layouts x 1x, 3x, 5x x 2 seeds, each rate a multiple of pre's best, each run an outcome" \
+    "$TMP/res/hz.csv" 18 \
+    " {r['layout'] for r in rows} == {'pre', 'siamese', 'hybrid'} and {r['seed'] for r in rows} == {'1', '2'} and
+     {r['multiplier'] for r in rows} == {'1', '3', '5'} and
+     len({round(float(r['lr']) / float(r['multiplier']), 12) for r in rows}) == 1 and
+     all(r['outcome'] in ('trained', 'stalled', 'collapsed', 'non-finite') for r in rows)"
+csv_check "horizon lens CSV: X, Y and the joint head for siamese, x for pre and hybrid, at every boundary" \
+    "$TMP/res/hz_lens.csv" 150 \
+    " {(r['layout'], r['stream']) for r in rows} == {('siamese', 'joint'), ('siamese', 'x'), ('siamese', 'y'),
+                                                    ('pre', 'x'), ('hybrid', 'x')} and
+     {int(r['boundary']) for r in rows} == set(range(5)) and all(math.isfinite(float(r['loss'])) for r in rows)"
+for f in "" _curves _lens; do png_check "horizon$f PNG" "$TMP/res/hz$f.png"; done
+grep -q "^| siamese | 3x (lr " "$TMP/res/hz_lens.md" && grep -q "^| total |" "$TMP/res/hz_cost.md" \
+    && grep -q "^Each layout at its own best lr" "$TMP/res/hz.md" && ok "horizon tables (grid, own best, lens, cost)" \
+    || bad "horizon tables" "$(head -c 400 "$TMP/res/hz.md")"
+$PY experiments/horizon.py "${HZ[@]}" --seeds 1,2,5 --no-run --results "$TMP/res/hzp" > "$TMP/hzp.out" 2>&1
+rc=$?
+marked=$(grep -l '^INCOMPLETE (' "$TMP"/res/hzp.md "$TMP"/res/hzp_lens.md 2> /dev/null | wc -l)
+[ $rc -eq 0 ] && [ "$marked" -eq 2 ] && grep -q "missing: .*seed5" "$TMP/res/hzp.md" \
+    && ok "horizon --no-run with a seed missing: the tables open with INCOMPLETE and name the missing runs" \
+    || bad "horizon --no-run" "exit $rc, $marked of 2 marked: $(head -c 300 "$TMP/res/hzp.md" 2>&1)"
+hz_cmds=$($PY experiments/horizon.py --dry-run --no-plot 2>&1 | grep '^./reference_cpu')
+if [ "$(echo "$hz_cmds" | wc -l)" = 12 ] && ! echo "$hz_cmds" | grep -v -- '--layers 16 .* -l [0-9.e-]* -u 120 .* -x 1500 -v 250 '
+then ok "horizon --dry-run: the documented protocol (12 search runs: 16 layers, warmup 120 of 1500 steps)"
+else bad "horizon protocol" "$(echo "$hz_cmds" | head -n 2)"; fi
+
 # ---- the documented default commands run what the docs say as the registry grows (section 2's sweep: 25 runs of
 # five variants; depth_use.py probes 5 of them), not one run per entry of common.VARIANTS
 n_sweep=$($PY experiments/lr_sweep.py --dry-run 2>&1 | grep -c '^./reference_cpu')
