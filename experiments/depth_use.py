@@ -89,7 +89,10 @@ def run_probe(ckpt, val, args, extra=()):
            "-m", str(args.probe_batches)] + list(extra)
     cache = ckpt + ".probe.csv"
     key = " ".join(cmd)
-    if not args.fresh and os.path.exists(cache) and os.path.getmtime(cache) >= os.path.getmtime(ckpt):
+    # a checkpoint removed after its probe ran (a campaign's records kept without the weights: horizon.py --records)
+    # keeps its result; a rerun of the training run removes its whole directory, this cache with it
+    if not args.fresh and os.path.exists(cache) and (not os.path.exists(ckpt)
+                                                     or os.path.getmtime(cache) >= os.path.getmtime(ckpt)):
         with open(cache) as f:
             lines = f.read().splitlines()
         if lines and lines[0] == "# " + key:

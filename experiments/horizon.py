@@ -59,6 +59,10 @@ def parse_args(argv=None):
     p.add_argument("--lens-layouts", default=LENS_DEFAULT,
                    help="the layouts (of --layouts) whose final checkpoints the logit lens reads, '' for none "
                         "(default %(default)s)")
+    p.add_argument("--records", metavar="FILE.tar.xz",
+                   help="also write the record of every run (run.json, main.log, the lens's probe CSV; no weights) "
+                        "to this archive: unpacked into --runs-dir of another checkout, it reports the campaign (or "
+                        "resumes it) without rerunning what ran")
     p.add_argument("--results", default="docs/results/horizon",
                    help="prefix of the CSV, PNG and table files (default %(default)s)")
     args, rest = p.parse_known_args(argv)
@@ -339,6 +343,21 @@ def lens(args, runs, base):
     return rows, spent
 
 
+def write_records(path, runs, runs_dir):
+    """The records of the finished runs, as one .tar.xz (names relative to --runs-dir), written whole or not at all."""
+    import tarfile
+
+    def write(name):
+        with tarfile.open(name, "w:xz") as tar:
+            for r in sorted(runs, key=lambda r: r.dir):
+                for f in sorted(os.listdir(r.dir)):
+                    if f in ("run.json", "main.log") or f.endswith(".probe.csv"):
+                        full = os.path.join(r.dir, f)
+                        tar.add(full, arcname=os.path.relpath(full, runs_dir))
+    common.write_whole(path, write)
+    print("wrote %s (the records of %d runs)" % (path, len(runs)))
+
+
 def main():
     args = parse_args()
     d = args.ds
@@ -366,6 +385,9 @@ def main():
     ds.cost_report(d, [("search at %d layers" % d.search_layers, s_runs, 0.0),
                        ("grid", [r for r in done if r.dir not in searched], 0.0),
                        ("logit lens (experiments/depth_probe)", [], lens_cpu)])
+    if args.records and not d.dry_run:
+        write_records(args.records, [r for r in ds.dedupe(list(s_runs) + list(done)) if r.status in ("ok", "diverged")],
+                      d.runs_dir)
     return 0
 
 

@@ -354,8 +354,9 @@ else bad "orphans" "started $started, still running: $(pgrep -f -- '--seed 42424
 # ---- horizon.py (section 6): the search of every layout, the grid at 1x, 3x, 5x Pre-Norm's best with every seed,
 # the outcome of each run, the logit lens of each stream; its protocol as documented (16 layers, 1500 steps, 8% warmup)
 HZ=(--layouts pre,siamese,hybrid --search-layers 2 --channels 32 --heads 2 -B 2 -T 16 --steps 6 --lrs 1e-3,3e-3
-    --val-every 3 --val-batches 2 --probe-B 2 --probe-T 16 --probe-batches 2 --runs-dir "$TMP/runs")
-$PY experiments/horizon.py "${HZ[@]}" --seeds 1,2 --results "$TMP/res/hz" > "$TMP/hz.out" 2>&1
+    --val-every 3 --val-batches 2 --probe-B 2 --probe-T 16 --probe-batches 2 --runs-dir "$TMP/runs_hz")
+$PY experiments/horizon.py "${HZ[@]}" --seeds 1,2 --results "$TMP/res/hz" --records "$TMP/hz_records.tar.xz" \
+    > "$TMP/hz.out" 2>&1
 rc=$?
 [ $rc -eq 0 ] && ok "horizon runs" || bad "horizon" "exit $rc: $(tail -n 5 "$TMP/hz.out")"
 csv_check "horizon CSV: 3 layouts x 1x, 3x, 5x x 2 seeds, each rate a multiple of pre's best, each run an outcome" \
@@ -379,6 +380,15 @@ marked=$(grep -l '^INCOMPLETE (' "$TMP"/res/hzp.md "$TMP"/res/hzp_lens.md 2> /de
 [ $rc -eq 0 ] && [ "$marked" -eq 2 ] && grep -q "missing: .*seed5" "$TMP/res/hzp.md" \
     && ok "horizon --no-run with a seed missing: the tables open with INCOMPLETE and name the missing runs" \
     || bad "horizon --no-run" "exit $rc, $marked of 2 marked: $(head -c 300 "$TMP/res/hzp.md" 2>&1)"
+# the records alone (no weights), unpacked where the runs were, report the same campaign: the same tables and lens
+rm -rf "$TMP/runs_hz" && mkdir "$TMP/runs_hz" && tar -xJf "$TMP/hz_records.tar.xz" -C "$TMP/runs_hz"
+$PY experiments/horizon.py "${HZ[@]}" --seeds 1,2 --no-run --results "$TMP/res/hzr" > "$TMP/hzr.out" 2>&1
+rc=$?
+same=0
+for f in .csv .md _lens.csv _lens.md _search.csv; do cmp -s "$TMP/res/hz$f" "$TMP/res/hzr$f" && same=$((same + 1)); done
+[ $rc -eq 0 ] && [ $same -eq 5 ] && ! ls "$TMP"/runs_hz/*/model_*.bin > /dev/null 2>&1 \
+    && ok "horizon --records: the runs' records without their weights report the same campaign (5 files cmp-identical)" \
+    || bad "horizon --records" "exit $rc, $same of 5 identical: $(tail -n 2 "$TMP/hzr.out")"
 hz_cmds=$($PY experiments/horizon.py --dry-run --no-plot 2>&1 | grep '^./reference_cpu')
 if [ "$(echo "$hz_cmds" | wc -l)" = 12 ] && ! echo "$hz_cmds" | grep -v -- '--layers 16 .* -l [0-9.e-]* -u 120 .* -x 1500 -v 250 '
 then ok "horizon --dry-run: the documented protocol (12 search runs: 16 layers, warmup 120 of 1500 steps)"
