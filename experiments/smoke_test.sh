@@ -390,8 +390,8 @@ for f in .csv .md _lens.csv _lens.md _search.csv; do cmp -s "$TMP/res/hz$f" "$TM
     && ok "horizon --records: the runs' records without their weights report the same campaign (5 files cmp-identical)" \
     || bad "horizon --records" "exit $rc, $same of 5 identical: $(tail -n 2 "$TMP/hzr.out")"
 hz_cmds=$($PY experiments/horizon.py --dry-run --no-plot 2>&1 | grep '^./reference_cpu')
-if [ "$(echo "$hz_cmds" | wc -l)" = 12 ] && ! echo "$hz_cmds" | grep -v -- '--layers 16 .* -l [0-9.e-]* -u 120 .* -x 1500 -v 250 '
-then ok "horizon --dry-run: the documented protocol (12 search runs: 16 layers, warmup 120 of 1500 steps)"
+if [ "$(echo "$hz_cmds" | wc -l)" = 21 ] && ! echo "$hz_cmds" | grep -v -- '--layers 16 .* -l [0-9.e-]* -u 120 .* -x 1500 -v 250 '
+then ok "horizon --dry-run: the documented protocol (7 layouts x 3 rates: 16 layers, warmup 120 of 1500 steps)"
 else bad "horizon protocol" "$(echo "$hz_cmds" | head -n 2)"; fi
 
 # ---- the documented default commands run what the docs say as the registry grows (section 2's sweep: 25 runs of
