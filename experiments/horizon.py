@@ -58,6 +58,11 @@ def parse_args(argv=None):
                    help="the layout (of --layouts) whose best lr the multipliers scale (default %(default)s)")
     p.add_argument("--multipliers", default="1,3,5", help="the grid's rates as multiples of the reference's best "
                                                           "(default %(default)s)")
+    p.add_argument("--order", choices=("seed", "rate"), default="seed",
+                   help="the grid's run order: seed (default: every rate of a seed before the next seed, so that a "
+                        "campaign cut short has whole seeds) or rate (every seed of a rate before the next rate, in "
+                        "--multipliers' order, then the own bests: a pass too short for the grid has whole cells, "
+                        "mean ± sd over the seeds, at its first rates)")
     p.add_argument("--lens-layouts", default=LENS_DEFAULT,
                    help="the layouts (of --layouts) whose final checkpoints the logit lens reads, '' for none "
                         "(default %(default)s)")
@@ -72,12 +77,15 @@ def parse_args(argv=None):
     if args.reference not in args.layouts:
         p.error("--reference %s is not one of --layouts" % args.reference)
     args.search_layouts = [args.reference] + [v for v in args.layouts if v != args.reference]
-    args.multipliers = common.parse_floats(args.multipliers)
+    args.run_multipliers = common.parse_floats(args.multipliers)  # the run order (--order rate)
+    args.multipliers = sorted(args.run_multipliers)  # the tables' and plots' order
     args.lens_layouts = [v for v in common.parse_variants(args.lens_layouts) if v in args.layouts]
     if not args.layouts or not args.multipliers:
         p.error("--layouts and --multipliers need at least one value each")
     if len(set(args.layouts)) != len(args.layouts):
         p.error("a layout is named twice")
+    if len(set(args.multipliers)) != len(args.multipliers):
+        p.error("a multiplier is named twice")
     if any(not (m > 0 and math.isfinite(m)) for m in args.multipliers):
         p.error("--multipliers must be positive numbers")
     if "--results" in rest or "--layouts" in rest or "--tag" in rest:
@@ -107,18 +115,32 @@ def grid_runs(args, best):
     L, u = d.search_layers, ds.warmup_steps(d, d.warmups[0])
     base = best[args.search_layouts[0]][0]
     runs = []
-    for seed in d.seeds:  # seed by seed: a campaign cut short has whole seeds
-        for m in args.multipliers:
-            for lay in args.layouts:
-                r = ds.make_run(d, lay, L, rate(base, m), u, seed)
-                r.meta["setting"] = "%gx" % m
-                runs.append(r)
+
+    def at_rate(m, seed):
+        for lay in args.layouts:
+            r = ds.make_run(d, lay, L, rate(base, m), u, seed)
+            r.meta["setting"] = "%gx" % m
+            runs.append(r)
+
+    def own_best(seed):
         for lay in args.search_layouts:
             lr = best[lay][0]
             if lay in args.layouts and lr not in [rate(base, m) for m in args.multipliers]:
                 r = ds.make_run(d, lay, L, lr, u, seed)
                 r.meta["setting"] = "own best"
                 runs.append(r)
+
+    if args.order == "seed":  # seed by seed: a campaign cut short has whole seeds
+        for seed in d.seeds:
+            for m in args.run_multipliers:
+                at_rate(m, seed)
+            own_best(seed)
+    else:  # rate by rate, every seed: a campaign cut short has whole cells at its first rates
+        for m in args.run_multipliers:
+            for seed in d.seeds:
+                at_rate(m, seed)
+        for seed in d.seeds:
+            own_best(seed)
     return ds.dedupe(runs)
 
 

@@ -389,6 +389,15 @@ for f in .csv .md _lens.csv _lens.md _search.csv; do cmp -s "$TMP/res/hz$f" "$TM
 [ $rc -eq 0 ] && [ $same -eq 5 ] && ! ls "$TMP"/runs_hz/*/model_*.bin > /dev/null 2>&1 \
     && ok "horizon --records: the runs' records without their weights report the same campaign (5 files cmp-identical)" \
     || bad "horizon --records" "exit $rc, $same of 5 identical: $(tail -n 2 "$TMP/hzr.out")"
+# --order rate: every seed of the first rate given before the next (here 5x, then 3x, then 1x); the tables keep 1x, 3x, 5x
+$PY experiments/horizon.py "${HZ[@]}" --seeds 1,2 --order rate --multipliers 5,3,1 --no-run --results "$TMP/res/hzo" \
+    > "$TMP/hzo.out" 2>&1
+rc=$?
+csv_check "horizon --order rate: the grid's runs rate by rate, every seed" "$TMP/res/hzo.csv" 18 \
+    "[(r['multiplier'], r['seed']) for r in rows] == [(m, s) for m in '531' for s in '12' for _ in range(3)]"
+grep -q "^| layout | 1x (lr [0-9.e-]*) | 3x (lr [0-9.e-]*) | 5x " "$TMP/res/hzo.md" \
+    && ok "horizon --order rate: the tables' columns in the rates' order" || bad "horizon --order rate" "$(head -n 3 "$TMP/res/hzo.md")"
+one_error "horizon: a multiplier twice" "a multiplier is named twice" $PY experiments/horizon.py --multipliers 3,3 --dry-run
 hz_cmds=$($PY experiments/horizon.py --dry-run --no-plot 2>&1 | grep '^./reference_cpu')
 if [ "$(echo "$hz_cmds" | wc -l)" = 21 ] && ! echo "$hz_cmds" | grep -v -- '--layers 16 .* -l [0-9.e-]* -u 120 .* -x 1500 -v 250 '
 then ok "horizon --dry-run: the documented protocol (7 layouts x 3 rates: 16 layers, warmup 120 of 1500 steps)"
