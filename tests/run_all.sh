@@ -38,7 +38,7 @@ about() {
         gradients)    echo "float64 finite differences of every layout's gradients|25|0" ;;
         data)         echo "the data tool's formats, splits and failures|25|0" ;;
         reference)    echo "the CPU reference: causality, checkpoints, AdamW, determinism|20|0" ;;
-        experiments)  echo "each experiment script at a toy size; the spike and outcome definitions|40|60" ;;
+        experiments)  echo "each experiment script at a toy size; the spike and outcome definitions|45|71" ;;
         emulator)     echo "the CUDA emulator catches each planted bug class|15|0" ;;
         gpu_emulated) echo "the CUDA code's small cases and the trainer's errors on the emulator|75|60" ;;
         torch)        echo "the PyTorch twin: logits, loss, every gradient, one AdamW step|30|0" ;;
@@ -46,7 +46,7 @@ about() {
         notebook)     echo "the class notebook is what its .py builds, and runs end to end at the test length|20|0" ;;
         cover)        echo "covering one stream in the PyTorch twin, as the C++ reference does|15|0" ;;
         streams)      echo "tools/streams.py on toy models|20|0" ;;
-        exercises)    echo "the course's graders fail stubs and planted mistakes, pass the reference|25|50" ;;
+        exercises)    echo "the course's graders fail stubs and planted mistakes, pass the reference|25|67" ;;
         commands)     echo "every command the scripts call is installed by .ci/deps or essential|5|0" ;;
         cli)          echo "every bad input and flag of the trainers is one error line; resume is bit-exact|110|170" ;;
         distributed)  echo "mpirun -np 2 trains bit for bit as one process; its refusals|45|55" ;;

@@ -232,23 +232,56 @@ def command_line(tmp):
     case("no temporary folders left", os.listdir(env["TMPDIR"]) == [], str(os.listdir(env["TMPDIR"])))
 
 
-def tree_listing():
-    """every file and folder under exercises/ and tests/, with its size and modification time: what the suite must
-    leave as it found it (without git, as in a downloaded tarball, too)"""
+def background_outputs():
+    """what make test's CUDA build in the background (tests/run_all.sh --build-cuda: make cuda-bins) may write while
+    this suite runs: its programs (make print-cuda-bins), none of them this suite's"""
+    r = subprocess.run(["make", "-s", "--no-print-directory", "print-cuda-bins"], cwd=ROOT, capture_output=True,
+                       text=True)
+    return set(r.stdout.split()) if r.returncode == 0 else set()
+
+
+def tree_listing(root=ROOT, ignore=frozenset()):
+    """every file and folder under exercises/ and tests/ (but the paths in `ignore`, relative to root), with its
+    size and modification time: what the suite must leave as it found it (without git, as in a tarball, too)"""
     listing = []
     for top in ("exercises", "tests"):
-        for folder, dirs, files in os.walk(os.path.join(ROOT, top)):
+        for folder, dirs, files in os.walk(os.path.join(root, top)):
             for name in sorted(dirs + files):
                 path = os.path.join(folder, name)
+                rel = os.path.relpath(path, root)
+                if rel in ignore:
+                    continue
                 st = os.lstat(path)
-                listing.append("%s %d %d" % (os.path.relpath(path, ROOT), st.st_size, st.st_mtime_ns))
+                listing.append("%s %d %d" % (rel, st.st_size, st.st_mtime_ns))
     return sorted(listing)
 
 
+def listing_cases(tmp):
+    """the tree check sees what a grader leaves, and not what the background build writes beside this suite (it
+    once failed make test on tests/test_gpu_cudnn, finished by that build during this suite)"""
+    root = os.path.join(tmp, "tree")
+    os.makedirs(os.path.join(root, "tests"))
+    os.makedirs(os.path.join(root, "exercises"))
+    built = background_outputs()
+    case("make print-cuda-bins names the background build's programs",
+         "tests/test_gpu_cudnn" in built or not shutil.which("nvcc"), str(sorted(built)))
+    before = tree_listing(root, built)
+    for rel in sorted(built):
+        if rel.startswith(("tests/", "exercises/")):
+            with open(os.path.join(root, rel), "w") as f:
+                f.write("built meanwhile")
+    case("a program the background build finishes meanwhile is not a leftover", tree_listing(root, built) == before)
+    with open(os.path.join(root, "exercises", "1_layernorm_backward.cpp"), "w") as f:
+        f.write("a stub left behind")
+    case("a file a grader leaves is one", tree_listing(root, built) != before)
+
+
 def main():
-    before = tree_listing()
+    built = background_outputs()
+    before = tree_listing(ignore=built)
     tmp = tempfile.mkdtemp(prefix="test-exercises-")
     try:
+        listing_cases(tmp)
         try:
             graders(tmp)
         except exercise.Error as e:
@@ -256,7 +289,7 @@ def main():
         command_line(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    after = tree_listing()
+    after = tree_listing(ignore=built)
     case("nothing left in exercises/ or tests/", after == before,
          "\n".join("  + " + x for x in sorted(set(after) - set(before))) + "\n" +
          "\n".join("  - " + x for x in sorted(set(before) - set(after))))
