@@ -17,6 +17,10 @@ registry in host/layouts.h:
              (c1 a learned gain of C channels per block; Attn_qkvnorm: q, k, v each LayerNorm-ed per head)
     pre-qkvnorm  pre with the attention of the HybridNorm layouts: x += Attn_qkvnorm(LN1(x)); x += MLP(LN2(x))
     peri     (Peri-LN, Kim et al. 2025)  x += LN1o(Attn(LN1(x))); x += LN2o(MLP(LN2(x)));  logits from LN_f(x)
+    hc       (Hyper-Connections, Zhu et al. 2025; dynamic, two streams x = y = h0)  per sub-layer and token, from
+             xh = LN_h(x), yh = LN_h(y): A = S + s tanh([xh; yh] W^T), the learned connection weights; then
+                 z = F(LN(A00 x + A10 y));  x = A01 x + A11 y + A03 z;  y = A02 x + A12 y + A13 z
+             logits from LN_f(x + y)
 
 Everything is written out by hand in the spirit of llm.c's train_gpt2.c: each layer is a pair of functions,
 `op_forward` and `op_backward`, side by side. Backward functions ACCUMULATE (+=) into gradient buffers that are
@@ -29,8 +33,8 @@ How to read it (the functions in this order; C++ wants them defined bottom-up, s
      l, 1 its MLP) its layout's sub-layer function, e.g. siamese_sublayer_forward, whose body is SiameseNorm's line
      above, F included; then the head, e.g. siamese_head_forward, which ends in the logits; then the loss.
   2. The layouts, each a forward and a backward whose comment is the equation: pre_, post_, deepnorm_,
-     siamese_, residual_, normed_, siamese_c1_ and peri_sublayer_forward / _backward, the heads lnf_, identity_ and
-     siamese_head_forward / _backward, and run_sublayer / run_head, the one place that says which runs where (Mix-LN
+     siamese_, residual_, normed_, siamese_c1_, peri_ and hc_sublayer_forward / _backward, the heads lnf_, identity_,
+     siamese_ and sum_head_forward / _backward, and run_sublayer / run_head, the one place that says which runs where (Mix-LN
      is pre and post, block by block; HybridNorm residual at the attention, normed at the MLP).
      They name their tensors as the paper does (x, y, xh, u, z, ...): the structs SubLayer and Head.
   3. F: attention_block_forward and mlp_block_forward, the same for every layout, but for the QKV-norm of the
@@ -548,6 +552,102 @@ static void gain_add_backward(real* dg, real* da, real* db, const real* dout, co
 }
 
 // ----------------------------------------------------------------------------------------------------------------
+// hyper-connections (the hc layout): the per-token connection weights and the sums they weigh.
+// A token's weights are one row of HC_ROW = 8 numbers, A[j][m] at j * 4 + m: for stream j (0: x, 1: y) the paper's
+// alpha_j0 (its share of F's input), alpha_j1 and alpha_j2 (its share of the streams x' and y'), and beta_j (m = 3:
+// how much of F's output z stream j takes).
+static const int HC_ROW = 8;
+
+// A = S + s tanh(hn W^T) for each token r and stream j: A[r][j][m] = S[j][m] + s_m tanh(hn_j[r] . W[m]), with hn_0 =
+// hx (LN_h(x)), hn_1 = hy (LN_h(y)), W (4, C), s_m = sc[0] (alpha's scale) for m < 3 and sc[1] (beta's) for m = 3.
+// D keeps the tanh for the backward.
+static void hc_weights_forward(real* A, real* D, const real* hx, const real* hy, const real* S, const real* W,
+                               const real* sc, int N, int C) {
+#pragma omp parallel for
+    for (int r = 0; r < N; r++)
+        for (int j = 0; j < 2; j++) {
+            const real* h = (j ? hy : hx) + (size_t)r * C;
+            for (int m = 0; m < 4; m++) {
+                real p = 0;
+                for (int i = 0; i < C; i++) p += h[i] * W[m * C + i];
+                size_t e = (size_t)r * HC_ROW + j * 4 + m;
+                D[e] = std::tanh(p);
+                A[e] = S[j * 4 + m] + sc[m == 3] * D[e];
+            }
+        }
+}
+
+// With g = dA s_m (1 - D^2), the gradient of the tanh's argument:  dhn_j += sum_m g[j][m] W[m];
+// dW[m] += the sum over tokens and streams of g[j][m] hn_j;  dS += the sum over tokens of dA;  ds_m += the sum over
+// tokens of dA D (over m < 3 for alpha's scale).  Every sum over tokens runs in token order (dW per channel, dS and
+// ds in one loop), so the result does not depend on the number of threads.
+static void hc_weights_backward(real* dhx, real* dhy, real* dS, real* dW, real* dsc, const real* dA, const real* D,
+                                const real* hx, const real* hy, const real* W, const real* sc, int N, int C) {
+    std::vector<real> g((size_t)N * HC_ROW);
+    for (size_t e = 0; e < g.size(); e++) g[e] = dA[e] * sc[e % 4 == 3] * (1 - D[e] * D[e]);
+#pragma omp parallel for
+    for (int r = 0; r < N; r++)
+        for (int j = 0; j < 2; j++) {
+            real* dh = (j ? dhy : dhx) + (size_t)r * C;
+            for (int m = 0; m < 4; m++) {
+                real gm = g[(size_t)r * HC_ROW + j * 4 + m];
+                for (int i = 0; i < C; i++) dh[i] += gm * W[m * C + i];
+            }
+        }
+#pragma omp parallel for
+    for (int i = 0; i < C; i++)
+        for (int m = 0; m < 4; m++) {
+            real sum = 0;
+            for (int r = 0; r < N; r++)
+                for (int j = 0; j < 2; j++) sum += g[(size_t)r * HC_ROW + j * 4 + m] * (j ? hy : hx)[(size_t)r * C + i];
+            dW[m * C + i] += sum;
+        }
+    for (int r = 0; r < N; r++)
+        for (int e = 0; e < HC_ROW; e++) {
+            real da = dA[(size_t)r * HC_ROW + e];
+            dS[e] += da;
+            dsc[e % 4 == 3] += da * D[(size_t)r * HC_ROW + e];
+        }
+}
+
+// One term w v of a row mix: rows v (N, C), the weight of row r at w[r * HC_ROW] (a column of A), their gradients
+typedef struct {
+    const real* v;
+    real* dv;
+    const real* w;
+    real* dw;
+} MixTerm;
+
+// out = the sum of the terms' w v, row by row (each row r its own weights): hc's width and depth connections
+static void row_mix_forward(real* out, std::initializer_list<MixTerm> terms, int N, int C) {
+#pragma omp parallel for
+    for (int r = 0; r < N; r++) {
+        real* o = out + (size_t)r * C;
+        for (int i = 0; i < C; i++) o[i] = 0;
+        for (const MixTerm& t : terms) {
+            real w = t.w[(size_t)r * HC_ROW];
+            for (int i = 0; i < C; i++) o[i] += w * t.v[(size_t)r * C + i];
+        }
+    }
+}
+
+// for each term:  dv += w dout;  dw += dout . v (row by row)
+static void row_mix_backward(const real* dout, std::initializer_list<MixTerm> terms, int N, int C) {
+#pragma omp parallel for
+    for (int r = 0; r < N; r++) {
+        const real* d = dout + (size_t)r * C;
+        for (const MixTerm& t : terms) {
+            real w = t.w[(size_t)r * HC_ROW], dw = 0;
+            for (int i = 0; i < C; i++) {
+                t.dv[(size_t)r * C + i] += w * d[i];
+                dw += d[i] * t.v[(size_t)r * C + i];
+            }
+            t.dw[(size_t)r * HC_ROW] += dw;
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------------------------------------------
 // softmax and cross-entropy over the real vocabulary V; the padded logits V..Vp-1 get probability 0, so they never
 // win and never take mass from the loss.  losses[b,t] = -log probs[target];  dlogits = (probs - onehot) * dloss.
 
@@ -597,6 +697,8 @@ typedef struct {
                      //   c1 x + LN_y(y)
     real* z;         // (2L, B,T,C) F's output
     real* zn;        // (2L, B,T,C) peri: LN_out(z), F's output normalized (the layouts with an output LayerNorm)
+    real* hcA;       // (2L, B,T,8) hc: the connection weights A of each token (HC_ROW), and
+    real* hcD;       // (2L, B,T,8)   the tanh of their dynamic part, kept for the backward pass
     real* ln_mean;   // (2L, 4, B,T) the statistics of each sub-layer's LayerNorms (slots LN_X, LN_Y, LN_IN, LN_OUT),
     real* ln_rstd;   // (2L, 4, B,T)   kept for the backward pass
     // inside F, for each block l
@@ -771,10 +873,14 @@ typedef struct {
     real *xh, *yh, *sum;         // siamese: xh = LN_x(x), yh = LN_y(y), sum = xh + yh; post: sum = x + z
     real *u, *z;                 // F's input where the boundary makes it (pre LN(x), siamese_c1 c1 x + yh); F's output
     real* zn;                    // peri: zn = LN_out(z)
-    real *dx, *dy, *dx_out, *dy_out, *dxh, *dyh, *dsum, *du, *dz, *dzn;  // their gradients
+    real *A, *D;                 // hc: the connection weights of each token (HC_ROW of them) and their tanh part
+    real *dx, *dy, *dx_out, *dy_out, *dxh, *dyh, *dsum, *du, *dz, *dzn, *dA;  // their gradients
     LayerNorm LN;                // pre, post, deepnorm: the sub-layer's LayerNorm (ln1* at the attention, ln2* ...)
     LayerNorm LN_x, LN_y, LN_in; // siamese: its three (ln1x* ln1y* ln1i*, ...; LN_x is LN's slot)
     LayerNorm LN_out;            // peri: the LayerNorm of F's output (ln1o*, ln2o*); its input's is LN
+    LayerNorm LN_hx, LN_hy;      // hc: LN_h (ln1h*, ln2h*) on x and on y: one gain and shift, each its statistics
+    const real *S, *W, *sc;      // hc: block l's static weights (2, 4), dynamic projections (4, C), scales (2)
+    real *dS, *dW, *dsc;         //   and their gradients
     real inv_c;                  // siamese, siamese_c1: 1/c_l, c_l = sqrt(2(l+1)) (1 under --no-depth-scale)
     int has_ln_in;               // siamese: 0 under --no-ln-in (u = sum)
     real alpha;                  // deepnorm: (2L)^(1/4)
@@ -946,6 +1052,43 @@ static void peri_sublayer_backward(const SubLayer& t) {
     layernorm_backward(t.LN, t.dx, t.du, t.x);      // u = LN(x):  dx += LN'(du)
 }
 
+// Hyper-Connections (Zhu et al., ICLR 2025), dynamic, two streams (x, y), at every sub-layer. A holds each token's
+// connection weights: A[j][0..2] the width connection (alpha: stream j's share of F's input, of x', of y'), A[j][3]
+// the depth connection (beta: stream j's share of z); they depend on the token through LN_h of each stream:
+//     xh = LN_h(x);  yh = LN_h(y);  A = S + s tanh([xh; yh] W^T)
+//     sum = A00 x + A10 y;  u = LN(sum);  z = F(u);  x' = A01 x + A11 y + A03 z;  y' = A02 x + A12 y + A13 z
+// hc_x(t, m) is the term A0m x of such a sum, hc_y(t, m) the term A1m y, hc_z(t, j) the term Aj3 z.
+static MixTerm hc_x(const SubLayer& t, int m) { return {t.x, t.dx, t.A + m, t.dA + m}; }
+static MixTerm hc_y(const SubLayer& t, int m) { return {t.y, t.dy, t.A + 4 + m, t.dA + 4 + m}; }
+static MixTerm hc_z(const SubLayer& t, int j) { return {t.z, t.dz, t.A + 4 * j + 3, t.dA + 4 * j + 3}; }
+
+static void hc_sublayer_forward(const SubLayer& t) {
+    int N = t.m->B * t.m->T, C = t.m->config.channels;
+    layernorm_forward(t.LN_hx, t.xh, t.x);                                   // xh = LN_h(x)
+    layernorm_forward(t.LN_hy, t.yh, t.y);                                   // yh = LN_h(y)
+    hc_weights_forward(t.A, t.D, t.xh, t.yh, t.S, t.W, t.sc, N, C);          // A = S + s tanh([xh; yh] W^T)
+    row_mix_forward(t.sum, {hc_x(t, 0), hc_y(t, 0)}, N, C);                  // sum = A00 x + A10 y
+    layernorm_forward(t.LN, t.u, t.sum);                                     // u = LN(sum)
+    F_forward(t, t.u);                                                       // z = F(u)
+    row_mix_forward(t.x_out, {hc_x(t, 1), hc_y(t, 1), hc_z(t, 0)}, N, C);    // x' = A01 x + A11 y + A03 z
+    row_mix_forward(t.y_out, {hc_x(t, 2), hc_y(t, 2), hc_z(t, 1)}, N, C);    // y' = A02 x + A12 y + A13 z
+}
+
+// Each weighted sum gives its terms  dv += w dout  and  dw += dout . v  (row_mix_backward); then, in reverse:
+//     dx, dy, dz, dA from y' and x';  du = F'(dz);  dsum = LN'(du);  dx, dy, dA from sum;
+//     dxh, dyh, dS, dW, ds from A;  dy += LN_h'(dyh);  dx += LN_h'(dxh)
+static void hc_sublayer_backward(const SubLayer& t) {
+    int N = t.m->B * t.m->T, C = t.m->config.channels;
+    row_mix_backward(t.dy_out, {hc_x(t, 2), hc_y(t, 2), hc_z(t, 1)}, N, C);  // y' = A02 x + A12 y + A13 z
+    row_mix_backward(t.dx_out, {hc_x(t, 1), hc_y(t, 1), hc_z(t, 0)}, N, C);  // x' = A01 x + A11 y + A03 z
+    F_backward(t, t.u, t.du);                                                // z = F(u):  du += F'(dz)
+    layernorm_backward(t.LN, t.dsum, t.du, t.sum);                           // u = LN(sum):  dsum += LN'(du)
+    row_mix_backward(t.dsum, {hc_x(t, 0), hc_y(t, 0)}, N, C);                // sum = A00 x + A10 y
+    hc_weights_backward(t.dxh, t.dyh, t.dS, t.dW, t.dsc, t.dA, t.D, t.xh, t.yh, t.W, t.sc, N, C);  // A = S + ...
+    layernorm_backward(t.LN_hy, t.dy, t.dyh, t.y);                           // yh = LN_h(y):  dy += LN_h'(dyh)
+    layernorm_backward(t.LN_hx, t.dx, t.dxh, t.x);                           // xh = LN_h(x):  dx += LN_h'(dxh)
+}
+
 // The head: from the streams leaving the last block to the logits, through the tied token embedding wte.
 typedef struct {
     GPT2* m;
@@ -1007,6 +1150,20 @@ static void siamese_head_backward(const Head& t) {
 }
 // EXERCISE 4 END
 
+// Hyper-Connections' head (the paper sums the streams before the final norm):  sum = x + y;  hf = LN_f(sum)
+static void sum_head_forward(const Head& t) {
+    add_forward(t.sum, t.x, t.y, 1, t.n);           // sum = x + y
+    layernorm_forward(t.LN_f, t.hf, t.sum);         // hf = LN_f(sum)
+    classifier_forward(t, t.hf);                    // logits = hf wte^T
+}
+
+// dhf = dlogits wte;  dsum = LN_f'(dhf);  dx += dsum;  dy += dsum
+static void sum_head_backward(const Head& t) {
+    classifier_backward(t, t.hf, t.dhf);                // logits = hf wte^T:  dhf = dlogits wte
+    layernorm_backward(t.LN_f, t.dsum, t.dhf, t.sum);   // hf = LN_f(sum):  dsum += LN_f'(dhf)
+    add_backward(t.dx, t.dy, t.dsum, 1, t.n);           // sum = x + y:  dx += dsum;  dy += dsum
+}
+
 // Which function runs for which kind of sub-layer and head: the one place that asks. host/layouts.h says what
 // sub-layer s of a layout is (Mix-LN: post in its first blocks, pre after them) and which head it has. Each line
 // calls the kind's forward or its backward by name, so that from gpt2_forward an editor's go-to-definition (and its
@@ -1025,6 +1182,7 @@ static void run_sublayer(const SubLayer& t, Pass pass) {
         case SUBLAYER_NORMED:     return fw ? normed_sublayer_forward(t) : normed_sublayer_backward(t);
         case SUBLAYER_SIAMESE_C1: return fw ? siamese_c1_sublayer_forward(t) : siamese_c1_sublayer_backward(t);
         case SUBLAYER_PERI:       return fw ? peri_sublayer_forward(t) : peri_sublayer_backward(t);
+        case SUBLAYER_HC:         return fw ? hc_sublayer_forward(t) : hc_sublayer_backward(t);
     }
     unknown_kind("sub-layer kind", kind);
 }
@@ -1036,6 +1194,7 @@ static void run_head(const Head& t, Pass pass) {
         case HEAD_LN:       return fw ? lnf_head_forward(t) : lnf_head_backward(t);
         case HEAD_IDENTITY: return fw ? identity_head_forward(t) : identity_head_backward(t);
         case HEAD_SIAMESE:  return fw ? siamese_head_forward(t) : siamese_head_backward(t);
+        case HEAD_SUM:      return fw ? sum_head_forward(t) : sum_head_backward(t);
     }
     unknown_kind("head kind", kind);
 }
@@ -1184,10 +1343,12 @@ static size_t point_activations(const GPT2Config& c, int B, int T, ActivationTen
     size_t two = layout_of(c).streams == 2;  // y and the tensors made from it and LN_x(x): two-stream layouts only
     size_t qn = layout_of(c).qkv_norm;       // the QKV-norm's input and statistics: its layouts only
     size_t on = has_output_norm(c);          // LN_out(z): the layouts with an output LayerNorm (peri) only
+    size_t hc = layout_of(c).hc;             // the connection weights of each token: hc only
     struct { real** ptr; size_t size; } list[] = {
         {&a->x, (2 * L + 1) * NC},   {&a->y, two * (2 * L + 1) * NC},
         {&a->xh, two * 2 * L * NC},  {&a->yh, two * 2 * L * NC},      {&a->sum, 2 * L * NC},
         {&a->u, 2 * L * NC},         {&a->z, 2 * L * NC},             {&a->zn, on * 2 * L * NC},
+        {&a->hcA, hc * 2 * L * BT * HC_ROW}, {&a->hcD, hc * 2 * L * BT * HC_ROW},
         {&a->ln_mean, 2 * L * LN_SLOTS * BT}, {&a->ln_rstd, 2 * L * LN_SLOTS * BT},
         {&a->qkv, L * BT * 3 * C},   {&a->qkvr, qn * L * BT * 3 * C},
         {&a->qkvn_mean, qn * L * BT * 3 * NH}, {&a->qkvn_rstd, qn * L * BT * 3 * NH},
@@ -1257,6 +1418,12 @@ static SubLayer sublayer_tensors(GPT2* m, int s) {
     t.has_ln_in = !(c.ablations & ABLATE_NO_LN_IN);
     t.alpha = (real)deepnorm_alpha(c.num_layers);
     t.c1 = at(p.c1, (size_t)l * C), t.dc1 = at(g.c1, (size_t)l * C);
+    // hc: LN_h's gain and shift are slot LN_H's; on y its statistics go to the slot LN_IN, which hc does not use
+    t.LN_hx = t.LN_hy = ln[LN_H];
+    t.LN_hy.mean = a.ln_mean + ((size_t)s * LN_SLOTS + LN_IN) * N, t.LN_hy.rstd = a.ln_rstd + ((size_t)s * LN_SLOTS + LN_IN) * N;
+    t.A = at(a.hcA, (size_t)s * N * HC_ROW), t.D = at(a.hcD, (size_t)s * N * HC_ROW), t.dA = at(d.hcA, (size_t)s * N * HC_ROW);
+    t.S = at(p.hcs[k], (size_t)l * 8), t.W = at(p.hcw[k], (size_t)l * 4 * C), t.sc = at(p.hcsc[k], (size_t)l * 2);
+    t.dS = at(g.hcs[k], (size_t)l * 8), t.dW = at(g.hcw[k], (size_t)l * 4 * C), t.dsc = at(g.hcsc[k], (size_t)l * 2);
     return t;
 }
 

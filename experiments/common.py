@@ -98,6 +98,7 @@ VARIANTS = {
     "siamese-hybrid-no-ln-in": ["--norm", "siamese-hybrid", "--no-ln-in"],
     "pre-qkvnorm": ["--norm", "pre-qkvnorm"],
     "peri": ["--norm", "peri"],
+    "hc": ["--norm", "hc"],
 }
 # the earlier learning-rate sweep's variants (section 2; lr_sweep.py's and depth_use.py's default): the layouts and
 # ablations of the time, so that their documented commands run what the docs say (25 runs) as the registry grows
@@ -115,6 +116,7 @@ STYLE = {
     "siamese-hybrid-no-ln-in": dict(color="tab:gray", ls=":"),
     "pre-qkvnorm": dict(color="tab:blue", ls="--"),  # Pre-Norm's color: Pre-Norm with the QKV norm
     "peri": dict(color="black", ls="-."),
+    "hc": dict(color="tab:purple", ls="-"),
 }
 
 

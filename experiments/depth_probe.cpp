@@ -17,6 +17,7 @@ Prints one CSV table on stdout (columns probe,index,stream,removed,value); progr
                                        x_s (post: already normalized, as the identity head uses it);
                                        siamese: x -> LN_f(LN_xf(x_s)), y -> LN_f(LN_yf(y_s)),
                                                 joint -> LN_f(LN_xf(x_s) + LN_yf(y_s)) (the real head at s = 2L)
+                                       hc: x -> LN_f(x_s), y -> LN_f(y_s), joint -> LN_f(x_s + y_s) (its head)
   balance, s, -, -, share              siamese: the X stream's share of the LN_in input, measured on activations:
                                        mean over tokens of |LN_x(x_s)| / (|LN_x(x_s)| + |LN_y(y_s)|) (L2 norms per
                                        token); s = 2L: the head's |LN_xf(x)| / (|LN_xf(x)| + |LN_yf(y)|)
@@ -150,7 +151,8 @@ int main(int argc, char** argv) {
     int L = c.num_layers, C = c.channels, N = B * T, Vp = c.padded_vocab_size;
     size_t NC = (size_t)N * C;
     HeadKind head = layout_of(c).head;
-    int siamese = head == HEAD_SIAMESE;  // the lens of each stream, and the balance of the two
+    int siamese = head == HEAD_SIAMESE;  // the balance of the two streams
+    int two = siamese || head == HEAD_SUM;  // the lens of each stream and of both
     fprintf(stderr, "depth_probe: %s, %s L=%d C=%d, %d batches of B=%d T=%d\n", ckpt, LAYOUTS[c.norm].name, L, C, M, B, T);
 
     // ---- base loss and the per-boundary probes, from the reference's own forward pass
@@ -174,6 +176,17 @@ int main(int argc, char** argv) {
                     lens_sum[s * 3 + 0] +=
                         decode_loss(c, h.data(), p->wte, tg, N, logits.data(), probs.data(), losses.data());
                     continue;
+                case HEAD_SUM: {  // x alone: LN_f(x_s);  y alone: LN_f(y_s);  joint: LN_f(x_s + y_s)
+                    const real* y = model.acts.y + s * NC;
+                    add_forward(scratch.data(), x, y, 1, NC);
+                    const real* srcs[3] = {x, y, scratch.data()};
+                    for (int j = 0; j < 3; j++) {
+                        layernorm_forward(out.data(), mean.data(), rstd.data(), srcs[j], p->lnfw[0], p->lnfb[0], N, C);
+                        lens_sum[s * 3 + j] +=
+                            decode_loss(c, out.data(), p->wte, tg, N, logits.data(), probs.data(), losses.data());
+                    }
+                    continue;
+                }
                 case HEAD_SIAMESE: break;  // below
                 default: unknown_kind("head kind", head);
             }
@@ -224,7 +237,7 @@ int main(int argc, char** argv) {
     printf("base,,,,%.6f\n", base);
     const char* stream_names[3] = {"x", "y", "joint"};
     for (int s = 0; s <= 2 * L; s++)
-        for (int j = 0; j < (siamese ? 3 : 1); j++) printf("lens,%d,%s,,%.6f\n", s, stream_names[j], lens_sum[s * 3 + j] / M);
+        for (int j = 0; j < (two ? 3 : 1); j++) printf("lens,%d,%s,,%.6f\n", s, stream_names[j], lens_sum[s * 3 + j] / M);
     if (siamese)
         for (int s = 0; s <= 2 * L; s++) printf("balance,%d,,,%.6f\n", s, share_sum[s] / M);
     fflush(stdout);

@@ -37,9 +37,10 @@ import depth_scaling as ds  # noqa: E402
 
 common.use_plotting_python()
 
-# the issue's layouts, the two baselines that separate what SiameseNorm's language-model form combines, and its
-# ablation without 1/c_l (section 6's mechanism); pass 1 ran the first four (--layouts pre,siamese,siamese-hybrid,hybrid)
-LAYOUTS_DEFAULT = "pre,siamese,siamese-hybrid,hybrid,pre-qkvnorm,peri,siamese-hybrid-no-depth-scale"
+# the issue's layouts, the two baselines that separate what SiameseNorm's language-model form combines, its ablation
+# without 1/c_l (section 6's mechanism), and Hyper-Connections (the paper's strongest baseline); pass 1 runs the first
+# four (--layouts pre,siamese,siamese-hybrid,hybrid)
+LAYOUTS_DEFAULT = "pre,siamese,siamese-hybrid,hybrid,pre-qkvnorm,peri,siamese-hybrid-no-depth-scale,hc"
 # the protocol above, as depth_scaling.py's flags (any of them can still be given and wins)
 PROTOCOL = ["--search-layers", "16", "--depths", "16", "--steps", "1500", "--warmups", "0.08", "--val-every", "250",
             "--lrs", "1e-3,3e-3,1e-2", "--boundary-lrs", "", "--seeds", "1337,2,3", "--drop-depths", "",

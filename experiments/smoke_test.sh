@@ -399,8 +399,8 @@ grep -q "^| layout | 1x (lr [0-9.e-]*) | 3x (lr [0-9.e-]*) | 5x " "$TMP/res/hzo.
     && ok "horizon --order rate: the tables' columns in the rates' order" || bad "horizon --order rate" "$(head -n 3 "$TMP/res/hzo.md")"
 one_error "horizon: a multiplier twice" "a multiplier is named twice" $PY experiments/horizon.py --multipliers 3,3 --dry-run
 hz_cmds=$($PY experiments/horizon.py --dry-run --no-plot 2>&1 | grep '^./reference_cpu')
-if [ "$(echo "$hz_cmds" | wc -l)" = 21 ] && ! echo "$hz_cmds" | grep -v -- '--layers 16 .* -l [0-9.e-]* -u 120 .* -x 1500 -v 250 '
-then ok "horizon --dry-run: the documented protocol (7 layouts x 3 rates: 16 layers, warmup 120 of 1500 steps)"
+if [ "$(echo "$hz_cmds" | wc -l)" = 24 ] && ! echo "$hz_cmds" | grep -v -- '--layers 16 .* -l [0-9.e-]* -u 120 .* -x 1500 -v 250 '
+then ok "horizon --dry-run: the documented protocol (8 layouts x 3 rates: 16 layers, warmup 120 of 1500 steps)"
 else bad "horizon protocol" "$(echo "$hz_cmds" | head -n 2)"; fi
 
 # ---- the documented default commands run what the docs say as the registry grows (section 2's sweep: 25 runs of

@@ -30,7 +30,8 @@ static void fill_normal(T* p, size_t n, double std_, uint64_t state) {
 
 // GPT-2 initialization into a parameter buffer laid out by parameter_table: weights N(0, 0.02), the residual output
 // projections (attprojw, fcprojw) N(0, 0.02/sqrt(2L)), biases 0, LayerNorm gains 1 and shifts 0 (the QKV-norm's
-// too), siamese_c1's gain c1 1, padded vocabulary rows 0; a layout may scale the draws of some weights
+// too), siamese_c1's gain c1 1, hc's connections as Hyper-Connections' paper starts them (static S = [e_(s mod 2) |
+// I | 1], dynamic projections 0, their scales 0.01: Pre-Norm), padded vocabulary rows 0; a layout may scale the draws of some weights
 // (LayoutInfo::init_std). Each tensor draws from its own stream seeded by (seed, name), so the weights the layouts share start
 // identical for the same seed, and the CPU and the GPU trainers start from the same numbers.
 template <typename T>
@@ -41,6 +42,15 @@ static void init_parameters(const GPT2Config& c, uint64_t seed, T* memory) {
         int is_gain = (name.compare(0, 2, "ln") == 0 && name.back() == 'w') || name == "c1";
         if (is_gain) {
             for (size_t i = 0; i < t.size; i++) p[i] = (T)1;
+        } else if (name == "hc1s" || name == "hc2s") {  // hc's S: [e_(s mod 2) | I | 1] per block, s = 2l + k
+            int k = name[2] - '1';
+            for (size_t l = 0; l < t.shape[0]; l++)
+                for (int j = 0; j < 2; j++) {
+                    T* row = p + (l * 2 + j) * 4;  // stream j: alpha_j0 (into F), alpha_j1, alpha_j2 (into x, y), beta_j
+                    row[0] = (T)(j == k), row[1] = (T)(j == 0), row[2] = (T)(j == 1), row[3] = (T)1;
+                }
+        } else if (name == "hc1sc" || name == "hc2sc") {  // hc's dynamic scales
+            for (size_t i = 0; i < t.size; i++) p[i] = (T)0.01;
         } else if (t.decay) {  // every 2-D weight matrix
             uint64_t state = seed;
             for (char ch : name) state = state * 1099511628211ull ^ (uint64_t)(unsigned char)ch;

@@ -20,6 +20,9 @@ name each kind's forward and backward function; train_gpt2.cu: boundary_kind and
   siamese_c1  c1 x + LN_y(y)             x = x + z / c_l,  y = y + z                siamese_c1_sublayer_forward
               (c1: a learned gain of C channels per block)
   peri      LN(x)                        x + LN_out(z)                              peri_sublayer_forward
+  hc        LN(A00 x + A10 y)            x = A01 x + A11 y + A03 z,                 hc_sublayer_forward
+              (A: hyper-connections'     y = A02 x + A12 y + A13 z
+              weights, per token)
 
 and the heads (hf, what the tied wte turns into logits):
 
@@ -27,6 +30,7 @@ and the heads (hf, what the tied wte turns into logits):
   identity  x                            (post: its last sub-layer ended with a     identity_head_forward
                                          LayerNorm)
   siamese   LN_f(LN_xf(x) + LN_yf(y))                                               siamese_head_forward
+  sum       LN_f(x + y)                  (hc)                                       sum_head_forward
 
 The layouts: pre, post and siamese use one kind throughout; mix (Mix-LN) is post for its first P blocks and pre
 after them, with pre's head (P, its own setting, in header[10]); deepnorm (DeepNet's DeepNorm) is post with the
@@ -36,7 +40,8 @@ normed at the MLP, with pre's head; hybrid-star (HybridNorm*) the same with a Pr
 MLP, with siamese's head. In these three F's attention is the QKV-norm attention (qkv_norm in the row): q, k and v
 are each LayerNorm-ed over each head's hs channels (LN_q, LN_k, LN_v, gains and shifts of hs per block) before the
 attention. The two baselines after them: pre-qkvnorm is pre with that attention (the QKV-norm without HybridNorm's
-topology); peri (Peri-LN, the "sandwich" of Gemma 2 and OLMo 2) is peri throughout, with pre's head.
+topology); peri (Peri-LN, the "sandwich" of Gemma 2 and OLMo 2) is peri throughout, with pre's head. hc
+(Hyper-Connections, the official SiameseNorm code's fourth model) is hc throughout, with the sum head.
 
 To add a layout (docs/adding_a_layout.md): a row here; a new kind only if no kind above does what its boundary does
 (then its forward and backward function and its case in run_sublayer, reference_cpu.cpp, and its row in
@@ -52,21 +57,23 @@ this row.
 
 // header[8] of the checkpoint: the layout's index in LAYOUTS (0 keeps llm.c's files valid: they are Pre-Norm)
 enum NormLayout { NORM_PRE = 0, NORM_POST = 1, NORM_SIAMESE = 2, NORM_MIX = 3, NORM_DEEPNORM = 4, NORM_HYBRID = 5,
-                  NORM_HYBRID_STAR = 6, NORM_SIAMESE_HYBRID = 7, NORM_PRE_QKVNORM = 8, NORM_PERI = 9 };
+                  NORM_HYBRID_STAR = 6, NORM_SIAMESE_HYBRID = 7, NORM_PRE_QKVNORM = 8, NORM_PERI = 9, NORM_HC = 10 };
 
 // what a sub-layer boundary does (the table above)
 enum SubLayerKind { SUBLAYER_PRE = 0, SUBLAYER_POST = 1, SUBLAYER_SIAMESE = 2, SUBLAYER_DEEPNORM = 3,
-                    SUBLAYER_RESIDUAL = 4, SUBLAYER_NORMED = 5, SUBLAYER_SIAMESE_C1 = 6, SUBLAYER_PERI = 7 };
+                    SUBLAYER_RESIDUAL = 4, SUBLAYER_NORMED = 5, SUBLAYER_SIAMESE_C1 = 6, SUBLAYER_PERI = 7,
+                    SUBLAYER_HC = 8 };
 static const char* const SUBLAYER_KIND_NAMES[] = {"pre",      "post",   "siamese",    "deepnorm",
-                                                  "residual", "normed", "siamese_c1", "peri"};
+                                                  "residual", "normed", "siamese_c1", "peri", "hc"};
 // what the head does
-enum HeadKind { HEAD_LN = 0, HEAD_IDENTITY = 1, HEAD_SIAMESE = 2 };
+enum HeadKind { HEAD_LN = 0, HEAD_IDENTITY = 1, HEAD_SIAMESE = 2, HEAD_SUM = 3 };
 
 // The LayerNorm slots of a boundary and of the head: the index j of lnw[k][j] and lnfw[j] (host/model_config.h).
 // pre, post, deepnorm and normed use one (LN_X: LN1/LN2, LN_f at the head), siamese the first three (LN_x, LN_y,
 // LN_in; at the head LN_xf, LN_yf, LN_f), siamese_c1 LN_Y alone, residual none, peri LN_X (its input's, pre's LN1/
-// LN2) and LN_OUT (the LayerNorm of F's output). LN_SLOTS, the most slots a sub-layer can have, sizes the arrays.
-enum { LN_X = 0, LN_Y = 1, LN_IN = 2, LN_OUT = 3, LN_SLOTS = 4 };
+// LN2) and LN_OUT (the LayerNorm of F's output), hc LN_X (F's input's, pre's LN1/LN2) and LN_H (the one its dynamic
+// connection weights read, in LN_Y's slot). LN_SLOTS, the most slots a sub-layer can have, sizes the arrays.
+enum { LN_X = 0, LN_Y = 1, LN_IN = 2, LN_OUT = 3, LN_SLOTS = 4, LN_H = LN_Y };
 
 // SiameseNorm ablations, header[9] of the checkpoint (0 for the full method and every other layout)
 enum { ABLATE_NO_DEPTH_SCALE = 1,  // c_l = 1 instead of sqrt(2(l+1))
@@ -107,6 +114,8 @@ typedef struct {
     SubLayerKind (*kind)(int s, int num_layers, int setting);  // the kind of sub-layer s = 2l + k
     int qkv_norm;           // 1: F's attention LayerNorms q, k and v of each head (lnq*, lnk*, lnv*: (L, hs) each)
     int c1;                 // 1: the attention boundary has the learned gain c1 on x (siamese_c1: (L, C))
+    int hc;                 // 1: every boundary has hyper-connections' weights (hc*s (L, 2, 4), hc*w (L, 4, C),
+                            //   hc*sc (L, 2): the hc kind's static and dynamic connections)
     int ablations;          // the ABLATE_* bits it takes (header[9])
     LayoutSetting setting;
     int cuda;               // the CUDA trainer (train_gpt2.cu) runs it
@@ -185,6 +194,18 @@ static const char* const PERI_NORMS_1[] = {"ln1w", "ln1b", nullptr, nullptr, nul
 static const char* const PERI_NORMS_2[] = {"ln2w", "ln2b", nullptr, nullptr, nullptr, nullptr, "ln2ow", "ln2ob"};
 static SubLayerKind all_peri(int, int, int) { return SUBLAYER_PERI; }
 
+// Hyper-Connections (Zhu et al., ICLR 2025, "Hyper-Connections", arXiv 2409.19606), dynamic (DHC), expansion rate
+// n = 2: two streams H = (x, y), both from h0, connected to each sub-layer by learned weights that depend on the
+// token. Per sub-layer and token, from each stream's LayerNorm LN_h (one gain and shift, shared by the streams):
+// A = S + s tanh(LN_h(H) W), a (2, 4) table whose columns 0..2 are the paper's alpha (width connection: column 0
+// mixes F's input, 1 and 2 the streams it passes on) and column 3 its beta (depth connection: how much of z each
+// stream takes). F's input is LN(A_00 x + A_10 y) (F keeps pre's LayerNorm, ln1*, ln2*); the head LN_f(x + y).
+// Initialized as the paper (host/init.h): S = [e_(s mod 2) | I | 1], W = 0, s = 0.01, so the model starts as
+// Pre-Norm. docs/adding_a_layout.md, section 7, derives the backward and says which reading of the paper this is.
+static const char* const HC_NORMS_1[] = {"ln1w", "ln1b", "ln1hw", "ln1hb"};  // LN (F's input), LN_h
+static const char* const HC_NORMS_2[] = {"ln2w", "ln2b", "ln2hw", "ln2hb"};
+static SubLayerKind all_hc(int, int, int) { return SUBLAYER_HC; }
+
 // ----------------------------------------------------------------------------------------------------------------
 // the registry: row i is the layout with header[8] = i. Every field of every row is named, in the order LayoutInfo
 // declares them (designated initializers: C++20, which g++, clang and nvcc also take in C++17 mode).
@@ -197,7 +218,7 @@ static const LayoutInfo LAYOUTS[] = {
      .norms = {1, 1}, .norm_names = {PLAIN_NORMS_1, PLAIN_NORMS_2}, .norm_blocks = {0, 0},
      .head_norms = 1, .head_norm_names = LNF_NORM, .head = HEAD_LN,
      .kind = all_pre,
-     .qkv_norm = 0, .c1 = 0,
+     .qkv_norm = 0, .c1 = 0, .hc = 0,
      .ablations = 0,
      .setting = NO_SETTING,
      .cuda = 1,
@@ -209,7 +230,7 @@ static const LayoutInfo LAYOUTS[] = {
      .norms = {1, 1}, .norm_names = {PLAIN_NORMS_1, PLAIN_NORMS_2}, .norm_blocks = {0, 0},
      .head_norms = 0, .head_norm_names = nullptr, .head = HEAD_IDENTITY,
      .kind = all_post,
-     .qkv_norm = 0, .c1 = 0,
+     .qkv_norm = 0, .c1 = 0, .hc = 0,
      .ablations = 0,
      .setting = NO_SETTING,
      .cuda = 1,
@@ -221,7 +242,7 @@ static const LayoutInfo LAYOUTS[] = {
      .norms = {3, 3}, .norm_names = {SIAMESE_NORMS_1, SIAMESE_NORMS_2}, .norm_blocks = {0, 0},
      .head_norms = 3, .head_norm_names = SIAMESE_HEAD_NORMS, .head = HEAD_SIAMESE,
      .kind = all_siamese,
-     .qkv_norm = 0, .c1 = 0,
+     .qkv_norm = 0, .c1 = 0, .hc = 0,
      .ablations = ABLATE_NO_DEPTH_SCALE | ABLATE_NO_LN_IN,
      .setting = NO_SETTING,
      .cuda = 1,
@@ -233,7 +254,7 @@ static const LayoutInfo LAYOUTS[] = {
      .norms = {1, 1}, .norm_names = {PLAIN_NORMS_1, PLAIN_NORMS_2}, .norm_blocks = {0, 0},
      .head_norms = 1, .head_norm_names = LNF_NORM, .head = HEAD_LN,
      .kind = mix_kind,
-     .qkv_norm = 0, .c1 = 0,
+     .qkv_norm = 0, .c1 = 0, .hc = 0,
      .ablations = 0,
      .setting = {.flag = "--mix-alpha",
                  .flag_meaning = "the fraction alpha of the blocks that are Post-LN, the first floor(alpha L)",
@@ -251,7 +272,7 @@ static const LayoutInfo LAYOUTS[] = {
      .norms = {1, 1}, .norm_names = {PLAIN_NORMS_1, PLAIN_NORMS_2}, .norm_blocks = {0, 0},
      .head_norms = 0, .head_norm_names = nullptr, .head = HEAD_IDENTITY,
      .kind = all_deepnorm,
-     .qkv_norm = 0, .c1 = 0,
+     .qkv_norm = 0, .c1 = 0, .hc = 0,
      .ablations = 0,
      .setting = NO_SETTING,
      .cuda = 0,
@@ -264,7 +285,7 @@ static const LayoutInfo LAYOUTS[] = {
      .norms = {0, 1}, .norm_names = {nullptr, PLAIN_NORMS_2}, .norm_blocks = {0, 0},
      .head_norms = 1, .head_norm_names = LNF_NORM, .head = HEAD_LN,
      .kind = hybrid_kind,
-     .qkv_norm = 1, .c1 = 0,
+     .qkv_norm = 1, .c1 = 0, .hc = 0,
      .ablations = 0,
      .setting = NO_SETTING,
      .cuda = 1,
@@ -276,7 +297,7 @@ static const LayoutInfo LAYOUTS[] = {
      .norms = {1, 1}, .norm_names = {PLAIN_NORMS_1, PLAIN_NORMS_2}, .norm_blocks = {1, 0},
      .head_norms = 1, .head_norm_names = LNF_NORM, .head = HEAD_LN,
      .kind = hybrid_star_kind,
-     .qkv_norm = 1, .c1 = 0,
+     .qkv_norm = 1, .c1 = 0, .hc = 0,
      .ablations = 0,
      .setting = NO_SETTING,
      .cuda = 1,
@@ -289,7 +310,7 @@ static const LayoutInfo LAYOUTS[] = {
      .norms = {2, 3}, .norm_names = {SIAMESE_C1_NORMS_1, SIAMESE_NORMS_2}, .norm_blocks = {0, 0},
      .head_norms = 3, .head_norm_names = SIAMESE_HEAD_NORMS, .head = HEAD_SIAMESE,
      .kind = siamese_hybrid_kind,
-     .qkv_norm = 1, .c1 = 1,
+     .qkv_norm = 1, .c1 = 1, .hc = 0,
      .ablations = ABLATE_NO_DEPTH_SCALE | ABLATE_NO_LN_IN,
      .setting = NO_SETTING,
      .cuda = 1,
@@ -302,7 +323,7 @@ static const LayoutInfo LAYOUTS[] = {
      .norms = {1, 1}, .norm_names = {PLAIN_NORMS_1, PLAIN_NORMS_2}, .norm_blocks = {0, 0},
      .head_norms = 1, .head_norm_names = LNF_NORM, .head = HEAD_LN,
      .kind = all_pre,
-     .qkv_norm = 1, .c1 = 0,
+     .qkv_norm = 1, .c1 = 0, .hc = 0,
      .ablations = 0,
      .setting = NO_SETTING,
      .cuda = 1,
@@ -314,10 +335,23 @@ static const LayoutInfo LAYOUTS[] = {
      .norms = {4, 4}, .norm_names = {PERI_NORMS_1, PERI_NORMS_2}, .norm_blocks = {0, 0},
      .head_norms = 1, .head_norm_names = LNF_NORM, .head = HEAD_LN,
      .kind = all_peri,
-     .qkv_norm = 0, .c1 = 0,
+     .qkv_norm = 0, .c1 = 0, .hc = 0,
      .ablations = 0,
      .setting = NO_SETTING,
      .cuda = 1,
+     .init_std = nullptr},
+    {.name = "hc",
+     .source = "Hyper-Connections (Zhu et al., ICLR 2025, arXiv 2409.19606): dynamic, two streams",
+     .equations = "A = S + s tanh(LN_h(x, y) W); z = F(LN(A00 x + A10 y)); x = A01 x + A11 y + A03 z; "
+                  "y = A02 x + A12 y + A13 z; head LN_f(x + y)",
+     .streams = 2,
+     .norms = {2, 2}, .norm_names = {HC_NORMS_1, HC_NORMS_2}, .norm_blocks = {0, 0},
+     .head_norms = 1, .head_norm_names = LNF_NORM, .head = HEAD_SUM,
+     .kind = all_hc,
+     .qkv_norm = 0, .c1 = 0, .hc = 1,
+     .ablations = 0,
+     .setting = NO_SETTING,
+     .cuda = 0,
      .init_std = nullptr},
 };
 static const int NUM_LAYOUTS = (int)(sizeof(LAYOUTS) / sizeof(LAYOUTS[0]));

@@ -100,6 +100,9 @@ struct ParameterTensorsT {  // T: float or double on the CPU, float (and bf16) o
     T* lnw[2][LN_SLOTS];          // [attn/mlp][slot] (L, C) LayerNorm gains of the sub-layer boundaries
     T* lnb[2][LN_SLOTS];          // (L, C) and shifts
     T* c1;                        // (L, C) siamese_c1: the attention boundary's gain on x (LayoutInfo::c1)
+    T* hcs[2];                    // (L, 2, 4) hc (LayoutInfo::hc), [attn/mlp]: the static connection weights S
+    T* hcw[2];                    // (L, 4, C)   the dynamic weights' projections W (row m: column m of A)
+    T* hcsc[2];                   // (L, 2)      the dynamic weights' scales (alpha's, beta's)
     T* qkvw;                      // (L, 3C, C)
     T* qkvb;                      // (L, 3C)
     T* lnqkvw[3];                 // (L, hs) QKV-norm (LayoutInfo::qkv_norm): the gains of LN_q, LN_k, LN_v
@@ -126,7 +129,8 @@ struct TensorSpecT {
 
 // The tensors of a layout in checkpoint order: the embeddings, then for the attention and the MLP the layout's
 // boundary LayerNorms (its row in LAYOUTS) before the sub-layer's weights, then the head's LayerNorms; where the row
-// has them, c1 after the attention's LayerNorms and the QKV-norm's LN_q, LN_k, LN_v right after qkvb. Pre-Norm is
+// has them, hc's connection weights after each sub-layer's LayerNorms, c1 after the attention's LayerNorms and the
+// QKV-norm's LN_q, LN_k, LN_v right after qkvb. Pre-Norm is
 // llm.c's exact order, so GPT-2 files load unchanged.
 template <typename T>
 static std::vector<TensorSpecT<T>> parameter_specs(const GPT2Config& c, ParameterTensorsT<T>* p) {
@@ -150,6 +154,12 @@ static std::vector<TensorSpecT<T>> parameter_specs(const GPT2Config& c, Paramete
             if (!names[0]) continue;                                  // a slot the layout's kinds do not read
             add(names[0], &p->lnw[k][j], 0, {rows, C});
             add(names[1], &p->lnb[k][j], 0, {rows, C});
+        }
+        if (layout.hc) {  // hyper-connections' weights: hc1s hc1w hc1sc, hc2s hc2w hc2sc
+            static const char* const HC_NAMES[2][3] = {{"hc1s", "hc1w", "hc1sc"}, {"hc2s", "hc2w", "hc2sc"}};
+            add(HC_NAMES[k][0], &p->hcs[k], 0, {L, 2, 4});
+            add(HC_NAMES[k][1], &p->hcw[k], 0, {L, 4, C});
+            add(HC_NAMES[k][2], &p->hcsc[k], 0, {L, 2});
         }
         if (k == 0) {
             if (layout.c1) add("c1", &p->c1, 0, {L, C});

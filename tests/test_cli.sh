@@ -231,14 +231,14 @@ EOF
     then ok "--print-tensors ($layout): contiguous offsets, each tensor once"; else bad "--print-tensors ($layout)" "$(cat "$TMP/err")"; fi
 done
 # docs/file_formats.md's table of the checkpoint order is the program's, layout by layout: each row rendered
-# from --print-tensors at a shape whose every dimension is a different number (L=4, C=16, 3C=48, 4C=64, maxT=40,
-# Vp=256, hs = C/NH = 8; and 1, hybrid-star's ln1 of block 0), and a row for every layout, its [8] the layout's place
-# in the registry
+# from --print-tensors at a shape whose every dimension is a different number (L=5, C=16, 3C=48, 4C=64, maxT=40,
+# Vp=256, hs = C/NH = 8; and the constants 1, hybrid-star's ln1 of block 0, 2 and 4, hc's streams and columns), and a
+# row for every layout, its [8] the layout's place in the registry
 if $PY - $BIN docs/file_formats.md $LAYOUT_NAMES > "$TMP/readme_table" 2>&1 <<'EOF'
 import json, re, subprocess, sys
 program, readme, layouts = sys.argv[1], sys.argv[2], sys.argv[3:]
-shape = ["--layers", "4", "--channels", "16", "--heads", "2", "--max-seq-len", "40", "--vocab", "200"]
-symbol = {4: "L", 16: "C", 48: "3C", 64: "4C", 40: "maxT", 256: "Vp", 8: "hs", 1: "1"}
+shape = ["--layers", "5", "--channels", "16", "--heads", "2", "--max-seq-len", "40", "--vocab", "200"]
+symbol = {5: "L", 16: "C", 48: "3C", 64: "4C", 40: "maxT", 256: "Vp", 8: "hs", 1: "1", 2: "2", 4: "4"}
 assert len(set(symbol.values())) == len(symbol)
 rows = {m.group(2): (int(m.group(1)), m.group(3).strip()) for m in
         re.finditer(r"^ *\| (\d+) \| `([\w-]+)` \| (`.*`) \|$", open(readme).read(), re.M)}

@@ -88,6 +88,9 @@ TEST_CASE("finite differences: siamese-hybrid without depth scaling and without 
 // LayerNorms ln1o*, ln2o* beside pre's ln1*, ln2*)
 TEST_CASE("finite differences: pre-qkvnorm") { check_layout(NORM_PRE_QKVNORM, 0); }
 TEST_CASE("finite differences: peri") { check_layout(NORM_PERI, 0); }
+// Hyper-Connections: its LN_h (ln1h*, ln2h*) and connection weights (hc*s, hc*w, hc*sc), moved off their init like
+// every tensor here (so that the dynamic part, W = 0 at the start, is live)
+TEST_CASE("finite differences: hc") { check_layout(NORM_HC, 0); }
 // C = 18 is not a multiple of the vector width: the plain-loop fallbacks of the matrix products
 TEST_CASE("finite differences: odd shape (C=18, 3 heads), every layout") {
     for (int norm = 0; norm < NUM_LAYOUTS; norm++) check_layout(norm, 0, 18, 3, norm == NORM_MIX ? 1 : 0);

@@ -31,7 +31,7 @@ static const int CASES[][3] = {{NORM_PRE, 0, 0},     {NORM_POST, 0, 0},     {NOR
                                {NORM_SIAMESE, 2, 0}, {NORM_MIX, 0, 1},      {NORM_MIX, 0, 2},     {NORM_DEEPNORM, 0, 0},
                                {NORM_HYBRID, 0, 0},  {NORM_HYBRID_STAR, 0, 0}, {NORM_SIAMESE_HYBRID, 0, 0},
                                {NORM_SIAMESE_HYBRID, 1, 0}, {NORM_SIAMESE_HYBRID, 2, 0}, {NORM_PRE_QKVNORM, 0, 0},
-                               {NORM_PERI, 0, 0}};
+                               {NORM_PERI, 0, 0},    {NORM_HC, 0, 0}};
 
 // The plain matrix products (matmul_forward_naive, matmul_backward_naive: the math) against the tiled ones the model
 // runs, on shapes that reach every path of the tiles: full 4 x 4 tiles and the remainder rows and outputs, C not a
@@ -168,9 +168,9 @@ TEST_CASE("layout registry: every row is consistent with what its kinds need") {
         CHECK(find_layout(l.name) == i);
         CHECK(names.insert(l.name).second);
         CHECK((l.streams == 1 || l.streams == 2));
-        // the head's LayerNorms are those its head function reads: LN_f; none; LN_xf, LN_yf and LN_f
-        CHECK(l.head_norms == (l.head == HEAD_LN ? 1 : l.head == HEAD_IDENTITY ? 0 : 3));
-        if (l.head == HEAD_SIAMESE) CHECK(l.streams == 2);
+        // the head's LayerNorms are those its head function reads: LN_f; none; LN_xf, LN_yf and LN_f; LN_f (sum)
+        CHECK(l.head_norms == (l.head == HEAD_LN || l.head == HEAD_SUM ? 1 : l.head == HEAD_IDENTITY ? 0 : 3));
+        if (l.head == HEAD_SIAMESE || l.head == HEAD_SUM) CHECK(l.streams == 2);
         for (int L = 1; L <= 8; L++) {
             std::vector<int> settings = {0};
             if (l.setting.flag) {
@@ -192,10 +192,12 @@ TEST_CASE("layout registry: every row is consistent with what its kinds need") {
                     if (k == SUBLAYER_SIAMESE_C1) slots = {LN_Y};
                     if (k == SUBLAYER_RESIDUAL) slots = {};
                     if (k == SUBLAYER_PERI) slots = {LN_X, LN_OUT};
+                    if (k == SUBLAYER_HC) slots = {LN_X, LN_H};
                     for (int j : slots) read.insert({s % 2, j, s / 2});
                     c1_read |= k == SUBLAYER_SIAMESE_C1;
                     if (k == SUBLAYER_SIAMESE_C1) CHECK(s % 2 == 0);  // c1 is the attention boundary's
-                    if (k == SUBLAYER_SIAMESE || k == SUBLAYER_SIAMESE_C1) CHECK(l.streams == 2);
+                    if (k == SUBLAYER_SIAMESE || k == SUBLAYER_SIAMESE_C1 || k == SUBLAYER_HC) CHECK(l.streams == 2);
+                    CHECK(l.hc == (k == SUBLAYER_HC));  // hc's weights come with the kind that reads them
                 }
                 std::set<std::vector<int>> have;  // and those the row gives tensors
                 for (int k = 0; k < 2; k++)
@@ -230,13 +232,16 @@ TEST_CASE("checkpoint: Pre-Norm keeps llm.c's tensor order and parameter count")
         GPT2Config d12 = make_config(12, 768, 12, 1024, 50257, norm, 0, default_layout_setting(norm, 12));
         CAPTURE(l.name);
         // a boundary slot's gain and shift are (blocks, C) each; Pre-Norm's 2 slots are in llm.c's count; c1 is (L, C);
-        // the QKV-norm's three gains and shifts are (L, hs), hs = 64
+        // the QKV-norm's three gains and shifts are (L, hs), hs = 64; hc's connection weights per sub-layer (L, 2, 4),
+        // (L, 4, C) and (L, 2)
         long boundary_extra = -2 * 2 * 12 * 768;
         for (int k = 0; k < 2; k++)
             for (int j = 0; j < l.norms[k]; j++)
                 if (l.norm_names[k][2 * j]) boundary_extra += 2 * (l.norm_blocks[k] ? l.norm_blocks[k] : 12) * 768;
         long c1_extra = l.c1 * 12 * 768, qkv_extra = l.qkv_norm * 6 * 12 * 64, head_extra = (l.head_norms - 1) * 2 * 768;
-        CHECK(count_parameters(d12) == (size_t)(124475904 + boundary_extra + c1_extra + qkv_extra + head_extra));
+        long hc_extra = l.hc * 2 * 12 * (8 + 4 * 768 + 2);
+        CHECK(count_parameters(d12) ==
+              (size_t)(124475904 + boundary_extra + c1_extra + qkv_extra + head_extra + hc_extra));
     }
 }
 
@@ -582,6 +587,37 @@ TEST_CASE("Peri-LN forward: the stream follows the equations") {
         CHECK(memcmp(a.zn, a.z, NC * sizeof(real)) != 0);
     }
     gpt2_free(&m);
+}
+
+// Hyper-Connections start as Pre-Norm (Zhu et al., section 3 of the paper; host/init.h): with S = [e_(s mod 2) | I
+// | 1], W = 0 and the same seed, both streams are Pre-Norm's x at every boundary, bit for bit (1 x + 0 y + 1 z is
+// x + z exactly), and the logits differ only by the head's eps (LN_f(x + y) = LN_f(2x): the variance 4 var(x) meets
+// the same eps 1e-5). After one perturbation of W the streams part (the test can fail).
+TEST_CASE("hc at its initialization is Pre-Norm: both streams are Pre-Norm's x, bit for bit") {
+    GPT2 pre, hc;
+    gpt2_init_random(&pre, tiny_config(NORM_PRE), 5);
+    gpt2_init_random(&hc, tiny_config(NORM_HC), 5);
+    std::vector<int> in = random_tokens(24, 60, 21);
+    gpt2_forward(&pre, in.data(), nullptr, 2, 12);
+    gpt2_forward(&hc, in.data(), nullptr, 2, 12);
+    const size_t NC = 24 * 32, C = 32;
+    for (int s = 0; s <= 6; s++) {
+        CAPTURE(s);
+        CHECK(memcmp(hc.acts.x + s * NC, pre.acts.x + s * NC, NC * sizeof(real)) == 0);
+        CHECK(memcmp(hc.acts.y + s * NC, pre.acts.x + s * NC, NC * sizeof(real)) == 0);
+    }
+    CHECK(memcmp(hc.acts.x + 6 * NC, hc.acts.x, NC * sizeof(real)) != 0);  // the blocks did move the stream
+    double worst = 0;
+    for (size_t i = 0; i < 24 * 128; i++) worst = std::max(worst, (double)std::fabs(hc.acts.logits[i] - pre.acts.logits[i]));
+    MESSAGE("hc at init: largest |logit - Pre-Norm's| " << worst << " (the head's eps)");
+    CHECK(worst > 0);
+    CHECK(worst < 1e-2);
+    // the dynamic part moved off 0: x and y part after the first sub-layer that reads them
+    for (size_t i = 0; i < 4 * C; i++) hc.params.hcw[0][i] = (real)(0.1 * ((i * 7) % 5 - 2));
+    gpt2_forward(&hc, in.data(), nullptr, 2, 12);
+    CHECK(memcmp(hc.acts.x + NC, hc.acts.y + NC, NC * sizeof(real)) != 0);
+    gpt2_free(&pre);
+    gpt2_free(&hc);
 }
 
 // ----------------------------------------------------------------------------------------------------------------
