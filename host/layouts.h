@@ -201,7 +201,7 @@ static SubLayerKind all_peri(int, int, int) { return SUBLAYER_PERI; }
 // mixes F's input, 1 and 2 the streams it passes on) and column 3 its beta (depth connection: how much of z each
 // stream takes). F's input is LN(A_00 x + A_10 y) (F keeps pre's LayerNorm, ln1*, ln2*); the head LN_f(x + y).
 // Initialized as the paper (host/init.h): S = [e_(s mod 2) | I | 1], W = 0, s = 0.01, so the model starts as
-// Pre-Norm. docs/adding_a_layout.md, section 7, derives the backward and says which reading of the paper this is.
+// Pre-Norm. docs/adding_a_layout.md, section 6, derives the backward and says which reading of the paper this is.
 static const char* const HC_NORMS_1[] = {"ln1w", "ln1b", "ln1hw", "ln1hb"};  // LN (F's input), LN_h
 static const char* const HC_NORMS_2[] = {"ln2w", "ln2b", "ln2hw", "ln2hb"};
 static SubLayerKind all_hc(int, int, int) { return SUBLAYER_HC; }
