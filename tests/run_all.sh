@@ -48,8 +48,8 @@ about() {
         streams)      echo "tools/streams.py on toy models|20|0" ;;
         exercises)    echo "the course's graders fail stubs and planted mistakes, pass the reference|25|67" ;;
         commands)     echo "every command the scripts call is installed by .ci/deps or essential|5|0" ;;
-        cli)          echo "every bad input and flag of the trainers is one error line; resume is bit-exact|110|170" ;;
-        distributed)  echo "mpirun -np 2 trains bit for bit as one process; its refusals|45|56" ;;
+        cli)          echo "every bad input and flag of the trainers is one error line; resume is bit-exact|110|171" ;;
+        distributed)  echo "mpirun -np 2 trains bit for bit as one process; its refusals|45|59" ;;
         gpu_scripts)  echo "the GPU check's plumbing without a GPU; the PyTorch peer|60|0" ;;
         no_cuda)      echo "the paths for a machine without CUDA (the toolkit hidden)|20|0" ;;
         archs)        echo "the CUDA programs hold code for every architecture they were built for|10|0" ;;

@@ -419,7 +419,7 @@ else bad "resume after divergence" "failed"; fi
 
 # ---- end to end: each layout learns the KJV text. The threshold 2.9 nats is far below ln(256) = 5.55 (uniform
 # bytes) and below the byte-unigram entropy of the text (3.14 nats), so the model must use context to pass.
-for norm in pre post siamese hybrid siamese-hybrid; do
+for norm in pre post siamese hybrid siamese-hybrid hc; do
     out=()
     [ $norm = siamese ] && out=(-o "$TMP/e2e_ckpt")
     $BIN -i $KJV_TRAIN -j $KJV_VAL --norm $norm --layers 2 --channels 64 --heads 4 -b 8 -t 64 -l 2e-3 -u 10 \

@@ -125,10 +125,10 @@ train r12 "${MPIRUN[@]}" -np 2 -- --norm siamese -x 4 -d 64 -y 1 -z 1
 same "resume: saved by one process at step 2, resumed by mpirun -np 2 -z 1 = one process throughout" siamese-1 r12
 if grep -q "2 to 4" "$TMP/r21.txt" && grep -q "2 to 4" "$TMP/r12.txt"; then ok "both resumed at step 2"
 else bad "resumed at step 2" "the header's steps row does not say 2 to 4"; fi
-# the HybridNorm layouts and the two baselines (their c1, QKV-norm and output-LayerNorm tensors in the checkpoint
-# and the AdamW state): a one-process run resumed from its step-2 checkpoint, and the mpirun -np 2 -z 1 run's
-# resumed by one process, each = one process
-for norm in hybrid hybrid-star siamese-hybrid pre-qkvnorm peri; do
+# the HybridNorm layouts, the two baselines and hc (their c1, QKV-norm, output-LayerNorm and connection tensors in
+# the checkpoint and the AdamW state): a one-process run resumed from its step-2 checkpoint, and the mpirun -np 2 -z 1
+# run's resumed by one process, each = one process
+for norm in hybrid hybrid-star siamese-hybrid pre-qkvnorm peri hc; do
     case " $LAYOUTS " in *" $norm "*) ;; *) bad "resume $norm" "not a layout of $BIN -h"; continue ;; esac
     cp -r "$TMP/$norm-1" "$TMP/$norm-r11" && interrupt $norm-r11
     train $norm-r11 "${ONE[@]}" -- --norm $norm -x 4 -d 64 -y 1
