@@ -34,8 +34,8 @@ How to read it (the functions in this order; C++ wants them defined bottom-up, s
      above, F included; then the head, e.g. siamese_head_forward, which ends in the logits; then the loss.
   2. The layouts, each a forward and a backward whose comment is the equation: pre_, post_, deepnorm_,
      siamese_, residual_, normed_, siamese_c1_, peri_ and hc_sublayer_forward / _backward, the heads lnf_, identity_,
-     siamese_ and sum_head_forward / _backward, and run_sublayer / run_head, the one place that says which runs where (Mix-LN
-     is pre and post, block by block; HybridNorm residual at the attention, normed at the MLP).
+     siamese_ and sum_head_forward / _backward, and run_sublayer / run_head, the one place that says which runs where
+     (Mix-LN is pre and post, block by block; HybridNorm residual at the attention, normed at the MLP).
      They name their tensors as the paper does (x, y, xh, u, z, ...): the structs SubLayer and Head.
   3. F: attention_block_forward and mlp_block_forward, the same for every layout, but for the QKV-norm of the
      HybridNorm layouts (qkv_norm_forward: q, k and v LayerNorm-ed over each head's channels, before the attention).
@@ -1420,8 +1420,9 @@ static SubLayer sublayer_tensors(GPT2* m, int s) {
     t.c1 = at(p.c1, (size_t)l * C), t.dc1 = at(g.c1, (size_t)l * C);
     // hc: LN_h's gain and shift are slot LN_H's; on y its statistics go to the slot LN_IN, which hc does not use
     t.LN_hx = t.LN_hy = ln[LN_H];
-    t.LN_hy.mean = a.ln_mean + ((size_t)s * LN_SLOTS + LN_IN) * N, t.LN_hy.rstd = a.ln_rstd + ((size_t)s * LN_SLOTS + LN_IN) * N;
-    t.A = at(a.hcA, (size_t)s * N * HC_ROW), t.D = at(a.hcD, (size_t)s * N * HC_ROW), t.dA = at(d.hcA, (size_t)s * N * HC_ROW);
+    size_t y_stats = ((size_t)s * LN_SLOTS + LN_IN) * N, hc_rows = (size_t)s * N * HC_ROW;
+    t.LN_hy.mean = a.ln_mean + y_stats, t.LN_hy.rstd = a.ln_rstd + y_stats;
+    t.A = at(a.hcA, hc_rows), t.D = at(a.hcD, hc_rows), t.dA = at(d.hcA, hc_rows);
     t.S = at(p.hcs[k], (size_t)l * 8), t.W = at(p.hcw[k], (size_t)l * 4 * C), t.sc = at(p.hcsc[k], (size_t)l * 2);
     t.dS = at(g.hcs[k], (size_t)l * 8), t.dW = at(g.hcw[k], (size_t)l * 4 * C), t.dsc = at(g.hcsc[k], (size_t)l * 2);
     return t;

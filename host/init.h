@@ -46,7 +46,7 @@ static void init_parameters(const GPT2Config& c, uint64_t seed, T* memory) {
             int k = name[2] - '1';
             for (size_t l = 0; l < t.shape[0]; l++)
                 for (int j = 0; j < 2; j++) {
-                    T* row = p + (l * 2 + j) * 4;  // stream j: alpha_j0 (into F), alpha_j1, alpha_j2 (into x, y), beta_j
+                    T* row = p + (l * 2 + j) * 4;  // stream j: alpha_j0 (F's), alpha_j1, alpha_j2 (x's, y's), beta_j
                     row[0] = (T)(j == k), row[1] = (T)(j == 0), row[2] = (T)(j == 1), row[3] = (T)1;
                 }
         } else if (name == "hc1sc" || name == "hc2sc") {  // hc's dynamic scales

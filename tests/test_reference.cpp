@@ -608,7 +608,8 @@ TEST_CASE("hc at its initialization is Pre-Norm: both streams are Pre-Norm's x, 
     }
     CHECK(memcmp(hc.acts.x + 6 * NC, hc.acts.x, NC * sizeof(real)) != 0);  // the blocks did move the stream
     double worst = 0;
-    for (size_t i = 0; i < 24 * 128; i++) worst = std::max(worst, (double)std::fabs(hc.acts.logits[i] - pre.acts.logits[i]));
+    for (size_t i = 0; i < 24 * 128; i++)
+        worst = std::max(worst, (double)std::fabs(hc.acts.logits[i] - pre.acts.logits[i]));
     MESSAGE("hc at init: largest |logit - Pre-Norm's| " << worst << " (the head's eps)");
     CHECK(worst > 0);
     CHECK(worst < 1e-2);
