@@ -14,6 +14,8 @@ and head are host/layouts.h's:
   normed      xn = LN(x); x = xn + F(xn)     (HybridNorm's MLP)
   siamese_c1  z = F(c1 * x + LN_y(y)); x = x + z/c_l; y = y + z   (c1: a learned gain of C channels per block)
   peri        x = x + LN_out(F(LN(x)))       (Peri-LN: a LayerNorm on F's input and one on its output)
+  hc          A = S + s tanh(LN_h([x; y]) W^T); z = F(LN(A00 x + A10 y)); x = A01 x + A11 y + A03 z;
+              y = A02 x + A12 y + A13 z      (Hyper-Connections, dynamic, two streams)       head LN_f(x + y)
 
 A layout is a kind per sub-layer and a head: mix (Mix-LN) is post in its first P blocks and pre after them, with
 pre's head; hybrid (HybridNorm) is residual at the attention and normed at the MLP, head LN_f(x); hybrid-star
@@ -21,6 +23,7 @@ pre's head; hybrid (HybridNorm) is residual at the attention and normed at the M
 language model) is siamese_c1 at the attention and siamese at the MLP, with siamese's head. In these three the
 attention is QKV-norm attention: each head's q, k and v are LayerNorm-ed over its hs channels (GPT.qkv_norm).
 Two baselines: pre-qkvnorm is pre with that attention; peri (Peri-LN) is peri in every sub-layer, with pre's head.
+hc (Hyper-Connections) is hc in every sub-layer: learned connections, per token, between two streams and F.
 
 The parameters come from a checkpoint the C++ trainer wrote, located through its tensor table (./reference_cpu -e
 CKPT --print-tensors), so no copy of the file format lives here. tests/torch_check.py holds this file to the C++
@@ -42,13 +45,13 @@ import torch.nn.functional as F
 
 TRAINER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reference_cpu")
 NO_DEPTH_SCALE, NO_LN_IN = 1, 2  # SiameseNorm's ablations (--no-depth-scale, --no-ln-in): bits of header[9]
-TWO_STREAMS = ("siamese", "siamese-hybrid")  # the layouts with a Y stream
+TWO_STREAMS = ("siamese", "siamese-hybrid", "hc")  # the layouts with a second stream y
 QKV_NORM = ("hybrid", "hybrid-star", "siamese-hybrid", "pre-qkvnorm")  # the layouts whose attention normalizes q, k, v
 
 
 @dataclasses.dataclass
 class Config:
-    layout: str     # pre, post, siamese, mix, deepnorm, hybrid, hybrid-star, siamese-hybrid, pre-qkvnorm or peri
+    layout: str     # pre, post, siamese, mix, deepnorm, hybrid, hybrid-star, siamese-hybrid, pre-qkvnorm, peri or hc
     ablations: int  # NO_DEPTH_SCALE | NO_LN_IN (siamese and siamese-hybrid only)
     setting: int    # the layout's own setting: mix's P, its Post-LN blocks (0: none)
     L: int          # blocks
@@ -122,6 +125,14 @@ class GPT:
     def peri(self, l, n, f, x):      # x = x + LN_out(F(LN(x))): LN is pre's (ln1, ln2), LN_out ln1o, ln2o
         return x + self.ln(n + "o", f(self.ln(n, x, l)), l)
 
+    def hc(self, l, n, f, x, y):     # A = S + s tanh(LN_h([x; y]) W^T); z = F(LN(A00 x + A10 y)); the streams
+        p, h = self.p, n.replace("ln", "hc")  # mixed by A, plus A_j3 z.  hc1*, hc2*: the sub-layer's tensors
+        D = torch.tanh(torch.stack([self.ln(n + "h", x, l), self.ln(n + "h", y, l)], dim=-2) @ p[h + "w"][l].t())
+        A = p[h + "s"][l] + p[h + "sc"][l][[0, 0, 0, 1]] * D  # (B, T, 2, 4); the scales: alpha's, alpha's, .., beta's
+        a = lambda j, m: A[..., j, m:m + 1]  # noqa: E731  stream j's weight m of each token, (B, T, 1)
+        z = f(self.ln(n, a(0, 0) * x + a(1, 0) * y, l))
+        return a(0, 1) * x + a(1, 1) * y + a(0, 3) * z, a(0, 2) * x + a(1, 2) * y + a(1, 3) * z
+
     def ln_in(self, l, n, v):        # LN_in, the normalized input; the identity under --no-ln-in
         return v if self.cfg.ablations & NO_LN_IN else self.ln(n + "i", v, l)
 
@@ -141,6 +152,9 @@ class GPT:
     def head_siamese(self, x, y):
         return self.ln("lnf", self.ln("lnfx", x) + self.ln("lnfy", y))
 
+    def head_sum(self, x, y):        # Hyper-Connections: the streams summed
+        return self.ln("lnf", x + y)
+
     # ---- the dispatch (host/layouts.h's registry): which boundary sub-layer k of block l has, which head the layout
     def kind(self, l, k):
         layout = self.cfg.layout
@@ -154,13 +168,13 @@ class GPT:
             return ("siamese_c1", "siamese")[k]
         if layout == "pre-qkvnorm":
             return "pre"  # its QKV-norm is inside F (GPT.attention)
-        return layout  # pre, post, siamese, deepnorm, peri: one kind in every sub-layer
+        return layout  # pre, post, siamese, deepnorm, peri, hc: one kind in every sub-layer
 
     def head(self, *streams):
         return {"pre": self.head_ln, "mix": self.head_ln, "hybrid": self.head_ln, "hybrid-star": self.head_ln,
                 "post": self.head_identity, "deepnorm": self.head_identity, "siamese": self.head_siamese,
                 "siamese-hybrid": self.head_siamese, "pre-qkvnorm": self.head_ln,
-                "peri": self.head_ln}[self.cfg.layout](*streams)
+                "peri": self.head_ln, "hc": self.head_sum}[self.cfg.layout](*streams)
 
     def boundary(self, l, k, f, streams):
         """sub-layer k of block l with its layout's boundary: the streams (x,) or (x, y) before F -> after"""

@@ -6,8 +6,9 @@
 //
 // The model is tiny (L=2, C=32, NH=4, maxT=8, V=60, so Vp=128) and starts from gpt2_init_random, then every
 // parameter is moved off its initial value so that no term vanishes: the weights and the biases by N(0, 0.02), the
-// LayerNorm gains and shifts (the QKV-norm's too) and siamese-hybrid's gain c1 by N(0, 0.2) (the init has gains 1
-// and biases 0). The biases stay at the weights' scale because hybrid's attention reads the raw stream, h0 of RMS
+// LayerNorm gains and shifts (the QKV-norm's too), siamese-hybrid's gain c1 and hc's connection weights by N(0, 0.2)
+// (the init has gains 1 and biases 0; hc's dynamic projections start at 0 and their scales at 0.01, so that at 0.02
+// the dynamic part of its weights would be ~1e-3 of the static one). The biases stay at the weights' scale because hybrid's attention reads the raw stream, h0 of RMS
 // ~0.04: with biases of 0.2 its q and k hardly depend on the token (the token's part of them is ~0.006), the
 // softmax is nearly uniform, and the QKV-norm gains' gradients become a cancellation 1000 times smaller than lnv's,
 // which float32 gets only to ~1e-4 on either side (PyTorch float32 against float64: 1.2e-4). The padded rows
@@ -56,7 +57,8 @@ int main(int argc, char** argv) {
     uint64_t rng = 2024 + 16 * c.norm + c.ablations;
     for (const TensorInfo& t : model.tensors) {
         real* p = model.params_memory + t.offset;
-        bool gain_or_shift = strncmp(t.name, "ln", 2) == 0 || strcmp(t.name, "c1") == 0;  // of a LayerNorm, or c1
+        bool gain_or_shift = strncmp(t.name, "ln", 2) == 0 || strcmp(t.name, "c1") == 0 ||  // of a LayerNorm, c1,
+                             strncmp(t.name, "hc", 2) == 0;                                  // hc's connections
         double amount = gain_or_shift ? 0.2 : 0.02;
         for (size_t i = 0; i < t.size; i++) p[i] += (real)(amount * random_normal(&rng));
     }

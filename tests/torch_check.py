@@ -50,7 +50,8 @@ PROGRAMS = {TOOL: ["tests/ref_tool.cpp", "reference_cpu.cpp"], TRAINER: ["refere
 # post -> pre change in the middle
 CASES = [("pre", 0, 0), ("post", 0, 0), ("siamese", 0, 0), ("siamese", 1, 0), ("siamese", 2, 0), ("mix", 0, 1),
          ("deepnorm", 0, 0), ("hybrid", 0, 0), ("hybrid-star", 0, 0), ("siamese-hybrid", 0, 0),
-         ("siamese-hybrid", 1, 0), ("siamese-hybrid", 2, 0), ("pre-qkvnorm", 0, 0), ("peri", 0, 0)]
+         ("siamese-hybrid", 1, 0), ("siamese-hybrid", 2, 0), ("pre-qkvnorm", 0, 0), ("peri", 0, 0),
+         ("hc", 0, 0)]
 NO_DEPTH_SCALE, NO_LN_IN = 1, 2
 
 # The AdamW settings of ref_tool (see the top of tests/ref_tool.cpp).
@@ -108,6 +109,8 @@ MUTATIONS = {
     "c1-ignored": "siamese-hybrid: u = x + LN_y(y), the gain c1 left out",
     "pre-qkvnorm-no-qkv-norm": "pre-qkvnorm: its attention without the QKV norm (plain Pre-Norm)",
     "peri-no-output-norm": "peri: x = x + F(LN(x)), the output LayerNorm LN_out left out (plain Pre-Norm)",
+    "hc-static-only": "hc: A = S, the dynamic part s tanh(LN_h(H) W) left out (static hyper-connections)",
+    "hc-no-depth-weight": "hc: x' = A01 x + A11 y + z, y' likewise: beta (A's column 3) taken as 1",
 }
 # the case each mistake is run on when every one is checked (the default run): one it must show in
 TARGET_CASE = {"siamese-sign": "siamese", "no-depth-scale": "siamese", "wrong-ln-y": "siamese",
@@ -115,7 +118,7 @@ TARGET_CASE = {"siamese-sign": "siamese", "no-depth-scale": "siamese", "wrong-ln
                "deepnorm-alpha-1": "deepnorm", "qkv-norm-no-v": "hybrid", "qkv-norm-whole-row": "siamese-hybrid",
                "hybrid-post-ffn": "hybrid", "star-all-hybrid": "hybrid-star",
                "c1-ignored": "siamese-hybrid", "pre-qkvnorm-no-qkv-norm": "pre-qkvnorm",
-               "peri-no-output-norm": "peri"}  # the others: "pre"
+               "peri-no-output-norm": "peri", "hc-static-only": "hc", "hc-no-depth-weight": "hc"}  # others: "pre"
 
 
 def report_and_exit(passed, failed, message=None):
@@ -231,11 +234,26 @@ def planted_model(mutate):
         "pre-qkvnorm-no-qkv-norm": {"qkv_norm": lambda m, l, q, k, v: (q, k, v) if m.cfg.layout == "pre-qkvnorm"
                                     else GPT.qkv_norm(m, l, q, k, v)},
         "peri-no-output-norm": {"peri": lambda m, l, n, f, x: m.pre(l, n, f, x)},
+        "hc-static-only": {"hc": lambda m, l, n, f, x, y: hc_planted(m, l, n, f, x, y, dynamic=False)},
+        "hc-no-depth-weight": {"hc": lambda m, l, n, f, x, y: hc_planted(m, l, n, f, x, y, beta=False)},
     }.get(mutate, {})
     for method in overrides:
         if not callable(getattr(GPT, method, None)):
             raise ValueError(f"--mutate {mutate} replaces GPT.{method}, which docs/model.py no longer has")
     return type(f"GPT_{mutate}", (GPT,), overrides) if overrides else GPT
+
+
+def hc_planted(m, l, n, f, x, y, dynamic=True, beta=True):
+    """hc's sub-layer written out again with a part left out: the dynamic weights (A = S) or beta (taken as 1)"""
+    p, h = m.p, n.replace("ln", "hc")
+    A = p[h + "s"][l].expand(*x.shape[:-1], 2, 4)
+    if dynamic:
+        hn = torch.stack([m.ln(n + "h", x, l), m.ln(n + "h", y, l)], dim=-2)
+        A = A + p[h + "sc"][l][[0, 0, 0, 1]] * torch.tanh(hn @ p[h + "w"][l].t())
+    w = [[A[..., j, c:c + 1] for c in range(4)] for j in range(2)]
+    z = f(m.ln(n, w[0][0] * x + w[1][0] * y, l))
+    b0, b1 = (w[0][3], w[1][3]) if beta else (1, 1)
+    return w[0][1] * x + w[1][1] * y + b0 * z, w[0][2] * x + w[1][2] * y + b1 * z
 
 
 def whole_row_ln(m, name, t, l):
