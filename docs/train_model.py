@@ -59,9 +59,10 @@ class Error(Exception):
 
 # A layout's row: its id (header[8]); the LayerNorms at the attention's boundary (ln1*), the blocks that have them
 # (0: all L), the LayerNorms at the MLP's (ln2*) and at the head; whether the attention has the QKV-norm and the
-# boundary the gain c1; the ablation bits it takes (header[9]); whether it has a setting (mix's P, header[10]).
+# boundary the gain c1; the ablation bits it takes (header[9]); whether it has a setting (mix's P, header[10]);
+# whether every boundary has hyper-connections' weights (hc: hc*s, hc*w, hc*sc after its LayerNorms).
 Layout = collections.namedtuple("Layout", "id attn_norms attn_norm_blocks mlp_norms head_norms qkv_norm c1 "
-                                          "ablations has_setting")
+                                          "ablations has_setting hc", defaults=(False,))
 SIAMESE_HEAD = ("lnfx", "lnfy", "lnf")
 LAYOUTS = {
     "pre": Layout(0, ("ln1",), 0, ("ln2",), ("lnf",), False, False, 0, False),
@@ -74,6 +75,7 @@ LAYOUTS = {
     "siamese-hybrid": Layout(7, ("ln1y",), 0, ("ln2x", "ln2y", "ln2i"), SIAMESE_HEAD, True, True, 3, False),
     "pre-qkvnorm": Layout(8, ("ln1",), 0, ("ln2",), ("lnf",), True, False, 0, False),
     "peri": Layout(9, ("ln1", "ln1o"), 0, ("ln2", "ln2o"), ("lnf",), False, False, 0, False),
+    "hc": Layout(10, ("ln1", "ln1h"), 0, ("ln2", "ln2h"), ("lnf",), False, False, 0, False, True),
 }
 LAYOUT_OF_ID = {row.id: name for name, row in LAYOUTS.items()}
 MIX_ALPHA = 0.25  # --mix-alpha's default: the first floor(alpha L) blocks are Post-LN
@@ -111,16 +113,20 @@ def check_config(cfg):
 
 def parameter_table(cfg):
     """[(name, shape, decay)] in checkpoint order: the embeddings; for the attention, then the MLP, the boundary's
-    LayerNorms (a gain and a shift each) before the sub-layer's weights (c1 after the attention's LayerNorms, the
-    QKV-norm's right after qkvb); then the head's LayerNorms. decay: the 2-D weight matrices (AdamW's weight decay)."""
+    LayerNorms (a gain and a shift each) before the sub-layer's weights (hc's connection weights after each
+    boundary's LayerNorms, c1 after the attention's, the QKV-norm's right after qkvb); then the head's LayerNorms.
+    decay: the 2-D weight matrices (AdamW's weight decay)."""
     row, L, C, hs = LAYOUTS[cfg.layout], cfg.L, cfg.C, cfg.C // cfg.NH
     table = [("wte", (cfg.Vp, C), True), ("wpe", (cfg.maxT, C), True)]
+    hc = lambda i: [(f"hc{i}s", (L, 2, 4), False), (f"hc{i}w", (L, 4, C), False), (f"hc{i}sc", (L, 2), False)]  # noqa
     table += [(n + wb, (row.attn_norm_blocks or L, C), False) for n in row.attn_norms for wb in "wb"]
+    table += hc(1) * row.hc
     table += [("c1", (L, C), False)] * row.c1
     table += [("qkvw", (L, 3 * C, C), True), ("qkvb", (L, 3 * C), False)]
     table += [(n + wb, (L, hs), False) for n in ("lnq", "lnk", "lnv") for wb in "wb"] * row.qkv_norm
     table += [("attprojw", (L, C, C), True), ("attprojb", (L, C), False)]
     table += [(n + wb, (L, C), False) for n in row.mlp_norms for wb in "wb"]
+    table += hc(2) * row.hc
     table += [("fcw", (L, 4 * C, C), True), ("fcb", (L, 4 * C), False), ("fcprojw", (L, C, 4 * C), True),
               ("fcprojb", (L, C), False)]
     table += [(n + wb, (C,), False) for n in row.head_norms for wb in "wb"]
@@ -185,12 +191,18 @@ def init_std_scale(cfg, name):
 def init_parameters(cfg, seed=1337):
     """{name: float32 array} in checkpoint order, host/init.h's init_parameters: the 2-D weights N(0, 0.02), the
     residual output projections (attprojw, fcprojw) N(0, 0.02/sqrt(2L)), biases 0, LayerNorm gains 1 and shifts 0,
-    c1 1, wte's padded rows 0; each 2-D weight from its own stream, so that the layouts' shared weights start equal"""
+    c1 1, hc's connections the paper's start (S = [e_(s mod 2) | I | 1] per block, projections 0, scales 0.01),
+    wte's padded rows 0; each 2-D weight from its own stream, so that the layouts' shared weights start equal"""
     params = {}
     for name, shape, decay in parameter_table(cfg):
         size = int(np.prod(shape))
         if (name.startswith("ln") and name.endswith("w")) or name == "c1":
             p = np.ones(size, dtype=np.float32)
+        elif name in ("hc1s", "hc2s"):  # row j (stream j): alpha_j0 (F's input), alpha_j1, alpha_j2, beta_j
+            k = int(name[2]) - 1  # the sub-layer s = 2l + k: s mod 2 = k
+            p = np.tile(np.array([[j == k, j == 0, j == 1, 1] for j in range(2)], dtype=np.float32), (cfg.L, 1, 1))
+        elif name in ("hc1sc", "hc2sc"):
+            p = np.full(size, 0.01, dtype=np.float32)
         elif decay:
             std = 0.02 / math.sqrt(2.0 * cfg.L) if name in ("attprojw", "fcprojw") else 0.02
             drawn = cfg.V * cfg.C if name == "wte" else size  # the padded vocabulary rows stay 0

@@ -73,7 +73,7 @@ SHAPE = dict(L=3, C=32, NH=4, maxT=64, V=256)   # the training cases' models
 B, T, STEPS = 4, 32, 6
 TRAIN_FLAGS = dict(lr=1e-2, warmup=2, final_frac=0.1, weight_decay=0.1, grad_clip=2.0, val_every=3, val_steps=2)
 # the training cases: (layout, micro-batches a step)
-TRAIN_CASES = [("pre", 1), ("post", 1), ("siamese", 2), ("siamese-hybrid", 1), ("peri", 1)]
+TRAIN_CASES = [("pre", 1), ("post", 1), ("siamese", 2), ("siamese-hybrid", 1), ("peri", 1), ("hc", 1)]
 
 
 class Tally:
@@ -129,7 +129,7 @@ def cpp_layouts():
 # (layout, L, C, NH, V, ablations, --mix-alpha, seed): every layout, and the variants named in the docstring
 INIT_CASES = [(n, 4, 32, 4, 256, 0, None, 1337) for n in ("pre", "post", "siamese", "mix", "deepnorm", "hybrid",
                                                            "hybrid-star", "siamese-hybrid", "pre-qkvnorm",
-                                                           "peri")]
+                                                           "peri", "hc")]
 INIT_CASES += [("siamese", 4, 32, 4, 256, 3, None, 1337), ("mix", 4, 32, 4, 256, 0, 0.5, 1337),
                ("siamese", 2, 48, 3, 300, 0, None, 7), ("pre", 1, 512, 8, 256, 0, None, 1337)]
 

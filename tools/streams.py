@@ -176,7 +176,7 @@ def measure(model, cfg, params, inputs, targets):
             cells = {}
             for stream_name, v in zip(names, streams):
                 update = None
-                if kind in ("pre", "post", "residual"):
+                if kind in ("pre", "post", "residual", "hc"):  # hc: what z is before its weight beta_j
                     update = rms(z) / rms(v)
                 elif kind == "normed":
                     update = rms(z) / rms(gpt.ln(f"ln{k + 1}", v, l))
