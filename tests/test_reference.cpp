@@ -589,8 +589,8 @@ TEST_CASE("Peri-LN forward: the stream follows the equations") {
     gpt2_free(&m);
 }
 
-// Hyper-Connections start as Pre-Norm (Zhu et al., section 3 of the paper; host/init.h): with S = [e_(s mod 2) | I
-// | 1], W = 0 and the same seed, both streams are Pre-Norm's x at every boundary, bit for bit (1 x + 0 y + 1 z is
+// Hyper-Connections start as Pre-Norm (Zhu et al. 2025, initialized as the paper does; host/init.h): with
+// S = [e_(s mod 2) | I | 1], W = 0 and the same seed, both streams are Pre-Norm's x at every boundary, bit for bit (1 x + 0 y + 1 z is
 // x + z exactly), and the logits differ only by the head's eps (LN_f(x + y) = LN_f(2x): the variance 4 var(x) meets
 // the same eps 1e-5). After one perturbation of W the streams part (the test can fail).
 TEST_CASE("hc at its initialization is Pre-Norm: both streams are Pre-Norm's x, bit for bit") {
