@@ -42,7 +42,8 @@ How to read it (the functions in this order; C++ wants them defined bottom-up, s
   4. gpt2_backward: the same path in reverse; each _backward stands beside its _forward.
   5. The operations, llm.c's pairs: encoder, layernorm, matmul (matmul_forward_naive is the math; matmul_forward
      the same product in register tiles), attention (and the QKV-norm), gelu, add (a + scale b: the residual adds
-     and the sums; gain_add, c1's), softmax and cross-entropy.
+     and the sums; gain_add, c1's), hc's (hc_weights: A = S + s tanh(hn W^T); row_mix: sums with a weight per
+     token), softmax and cross-entropy.
   6. gpt2_update: AdamW.
 A first reading may skip the tiled matrix products (matmul_forward, gemm_acc), the section "where the named tensors
 live" (the activation buffer that SubLayer and Head point into), and the trainer's hooks at the end (micro-batches,
