@@ -8,6 +8,7 @@ says cuda), one GPU, bf16 mixed precision (the default) or float32 (make PRECISI
     mix (Mix-LN), hybrid and hybrid-star (HybridNorm), siamese-hybrid (SiameseNorm with HybridNorm's X stream):
              kinds of sub-layer mixed block by block (host/layouts.h); the last three with the QKV-norm attention
     pre-qkvnorm (pre with the QKV-norm attention), peri (Peri-LN)  x += LN1o(Attn(LN1(x))); x += LN2o(MLP(LN2(x)))
+    hc       (Hyper-Connections, arXiv 2409.19606): two streams mixed by learned weights per token; see hc.cuh
 
 It computes exactly the function of the CPU reference (reference_cpu.cpp), reads and writes the same files and
 takes the same flags (host/flags.h); tests/test_gpu.cu holds the two against each other, gradient by gradient.
@@ -25,7 +26,7 @@ How the layouts differ. Between two sub-layers (and after the embedding, and at 
 residual work is done in ONE fused kernel per row, a "boundary": boundary b ends sub-layer b-1 (takes its output z)
 and starts sub-layer b (hands on its input u); boundary 0 follows the embedding and boundary 2L is the head. The
 layouts share one attention and one MLP and differ only in boundary_forward_<kind> and boundary_backward_<kind>, one
-small function per kind of sub-layer (host/layouts.h: pre, post, siamese, residual, normed, siamese_c1, peri) and
+small function per kind of sub-layer (host/layouts.h: pre, post, siamese, residual, normed, siamese_c1, peri, hc) and
 direction, further down; where a layout changes kind from one sub-layer to the next (Post-LN blocks, then Pre-LN
 ones) a boundary runs the end of one kind and the start of the other, or one kernel where the two fuse (HybridNorm's
 residual add and the next LayerNorm; siamese-hybrid's two kinds). boundary_kind is the one place that says which of

@@ -1,5 +1,6 @@
 // The CUDA trainer against the CPU reference (float32 build), in one program: for each layout (pre, post, siamese
-// and siamese with each ablation, mix, and the QKV-norm layouts hybrid, hybrid-star and siamese-hybrid) both start
+// and siamese with each ablation, mix, the QKV-norm layouts hybrid, hybrid-star and siamese-hybrid, the baselines
+// pre-qkvnorm and peri, and hc) both start
 // from the same checkpoint and see the same batch, and must agree on the logits, the loss and EVERY parameter
 // gradient; then ten AdamW steps (gradient accumulation, clipping, weight decay) must give the same losses; then the
 // same at GPT-2 small's shape (12 layers, C 768, vocabulary 50257).
