@@ -134,7 +134,7 @@ deps:
 # the CUDA trainer in $(PRECISION) (default bf16) with $(ATTENTION) attention, and always in float32 with the
 # materialized attention (-f 1 there for TF32 matrix products). A stamp file remembers the last build's choices, so
 # that changing PRECISION, ATTENTION or USE_CUDNN rebuilds; .mpi does the same for MPI and NCCL.
-CUDA_SRCS = train_gpt2.cu siamese.cuh attention.cuh cuda_common.cuh $(HOST) attention_cudnn.h
+CUDA_SRCS = train_gpt2.cu siamese.cuh hc.cuh attention.cuh cuda_common.cuh $(HOST) attention_cudnn.h
 train_gpt2cu: $(CUDA_SRCS) .precision .mpi $(TRAINER_CUDNN_OBJ)
 	$(NVCC) $(NVFLAGS) $(PRECISION_FLAG) $(TRAINER_CUDNN_FLAG) -o $@ $< $(NVLIBS) $(TRAINER_CUDNN_LINK) $(NV_MPI) $(NV_NCCL)
 

@@ -8,6 +8,7 @@ says cuda), one GPU, bf16 mixed precision (the default) or float32 (make PRECISI
     mix (Mix-LN), hybrid and hybrid-star (HybridNorm), siamese-hybrid (SiameseNorm with HybridNorm's X stream):
              kinds of sub-layer mixed block by block (host/layouts.h); the last three with the QKV-norm attention
     pre-qkvnorm (pre with the QKV-norm attention), peri (Peri-LN)  x += LN1o(Attn(LN1(x))); x += LN2o(MLP(LN2(x)))
+    hc       (Hyper-Connections, arXiv 2409.19606): two streams mixed by learned weights per token; see hc.cuh
 
 It computes exactly the function of the CPU reference (reference_cpu.cpp), reads and writes the same files and
 takes the same flags (host/flags.h); tests/test_gpu.cu holds the two against each other, gradient by gradient.
@@ -25,7 +26,7 @@ How the layouts differ. Between two sub-layers (and after the embedding, and at 
 residual work is done in ONE fused kernel per row, a "boundary": boundary b ends sub-layer b-1 (takes its output z)
 and starts sub-layer b (hands on its input u); boundary 0 follows the embedding and boundary 2L is the head. The
 layouts share one attention and one MLP and differ only in boundary_forward_<kind> and boundary_backward_<kind>, one
-small function per kind of sub-layer (host/layouts.h: pre, post, siamese, residual, normed, siamese_c1, peri) and
+small function per kind of sub-layer (host/layouts.h: pre, post, siamese, residual, normed, siamese_c1, peri, hc) and
 direction, further down; where a layout changes kind from one sub-layer to the next (Post-LN blocks, then Pre-LN
 ones) a boundary runs the end of one kind and the start of the other, or one kernel where the two fuse (HybridNorm's
 residual add and the next LayerNorm; siamese-hybrid's two kinds). boundary_kind is the one place that says which of
@@ -41,6 +42,7 @@ Define TRAIN_GPT2_NO_MAIN before including this file to use it as a library (tes
 #include "host/train_loop.h"
 #include "cuda_common.cuh"
 #include "siamese.cuh"
+#include "hc.cuh"
 #include "attention.cuh"
 
 // Attention: materialized (cuBLAS products around a softmax kernel, the T x T matrix kept for the backward pass),
@@ -1068,6 +1070,11 @@ typedef struct {
     floatX* dqkv;      // (B,T,3C)
     floatX* datt;      // (B,NH,T,T) (materialized)
     float* attD;       // (B,NH,T) dout . out per query (flash)
+    // hc (hc.cuh): each sub-layer's connection weights per token, and the backward pass's dL/dA
+    float* hcA;        // (2L, B,T, 8) A = S + s tanh(p) of each sub-layer s
+    float* hcD;        // (2L, B,T, 8) tanh(p)
+    float* hcdA;       // (2, B,T, 8) dL/dA's columns 1..3 of sub-layer s at s % 2 (boundary s+1 writes them,
+                       //   boundary s reads them)
 } ActivationTensors;
 
 // the floats of one layer's lse (B NH T of them), rounded up to 64 so that every layer's starts 256-byte aligned
@@ -1148,6 +1155,9 @@ static size_t point_activations(const GPT2Config& c, int B, int T, int recompute
         {&a->attD, flash ? rows : 0},
         {&a->qkv_mean, qkv_norm ? L * 3 * rows : 0},
         {&a->qkv_rstd, qkv_norm ? L * 3 * rows : 0},
+        {&a->hcA, layout.hc ? 2 * L * BT * HC_WEIGHTS : 0},
+        {&a->hcD, layout.hc ? 2 * L * BT * HC_WEIGHTS : 0},
+        {&a->hcdA, layout.hc ? 2 * BT * HC_WEIGHTS : 0},
     };
     size_t total = 0;
     for (auto& e : xs) {
@@ -1238,8 +1248,11 @@ static void gpt2_allocate_parameters(GPT2* model) {
     model->mean_loss = -1;
     model->has_dlogits = 0;
     // the row kernels' and the bias reductions' partial sums (see cuda_common.cuh)
-    gpu_reserve_partials(std::max(row_partials_floats(c.channels, 2 * SIAMESE_SLOTS),
-                                  (size_t)BIAS_MAX_CHUNKS * 4 * c.channels));
+    gpu_reserve_partials(std::max({row_partials_floats(c.channels, 2 * SIAMESE_SLOTS),
+                                   (size_t)BIAS_MAX_CHUNKS * 4 * c.channels,
+                                   layout_of(c).hc ? hc_partials_floats((size_t)gpu.sms * MAX_ROW_BLOCKS_PER_SM,
+                                                                        c.channels)
+                                                   : 0}));
 }
 
 // the float32 master weights that params_memory holds (all, or this rank's shard)
@@ -1357,6 +1370,7 @@ static SubLayerKind boundary_start(GPT2* m, int b) {
         case HEAD_LN: return SUBLAYER_PRE;
         case HEAD_IDENTITY: return SUBLAYER_POST;
         case HEAD_SIAMESE: return SUBLAYER_SIAMESE;
+        case HEAD_SUM: return SUBLAYER_HC;  // hf = LN_f(x + y): hc's boundary function does it at b = 2L
     }
     unknown_kind("head kind", head);
 }
@@ -1646,6 +1660,127 @@ static void siamese_recompute(GPT2* m, int s, const floatX* c1) {
 static void recompute_u_siamese(GPT2* m, int s) { siamese_recompute(m, s, nullptr); }
 static void recompute_u_siamese_c1(GPT2* m, int s) { siamese_recompute(m, s, c1_of(&m->params, m->config, s)); }
 
+// Hyper-Connections (hc.cuh). Sub-layer s's connection weights A and tanh(p) (8 floats a token each), and the rows
+// of dL/dA that boundary s+1's backward writes for boundary s's (two buffers, by the parity of s)
+static float* hc_A(GPT2* m, int s) { return m->acts.hcA + (size_t)s * m->B * m->T * HC_WEIGHTS; }
+static float* hc_D(GPT2* m, int s) { return m->acts.hcD + (size_t)s * m->B * m->T * HC_WEIGHTS; }
+static float* hc_dA(GPT2* m, int s) { return m->acts.hcdA + (size_t)(s % 2) * m->B * m->T * HC_WEIGHTS; }
+// sub-layer s's static weights S (2, 4), projections W (4, C) and scales (2), or their gradients
+template <typename T>
+static T* hc_S(ParameterTensorsT<T>* p, const GPT2Config&, int s) { return p->hcs[s % 2] + (size_t)(s / 2) * 8; }
+template <typename T>
+static T* hc_W(ParameterTensorsT<T>* p, const GPT2Config& c, int s) {
+    return p->hcw[s % 2] + (size_t)(s / 2) * 4 * c.channels;
+}
+template <typename T>
+static T* hc_sc(ParameterTensorsT<T>* p, const GPT2Config&, int s) { return p->hcsc[s % 2] + (size_t)(s / 2) * 2; }
+
+// What the backward kernel and the -r 1 recomputation of boundary b read of the forward pass: the streams, LN's
+// statistics, gain and shift (the head's LN_f), and before a sub-layer LN_h's (its statistics on x in slot LN_H, on
+// y in slot LN_IN, which hc does not use otherwise, as the CPU reference keeps them), W, the scales, A and tanh(p)
+static HCBoundaryGrad hc_kept(GPT2* m, int b) {
+    const GPT2Config& c = m->config;
+    ParameterTensors* p = &m->params;
+    HCBoundaryGrad a;
+    memset(&a, 0, sizeof(a));
+    a.x = stream_x(m, b);
+    a.y = stream_y(m, b);
+    a.mean = ln_mean(m, b, LN_X);
+    a.rstd = ln_rstd(m, b, LN_X);
+    a.w = ln_w(p, c, b, LN_X);
+    a.b = ln_b(p, c, b, LN_X);
+    if (b < 2 * c.num_layers) {
+        a.mean_hx = ln_mean(m, b, LN_H);
+        a.rstd_hx = ln_rstd(m, b, LN_H);
+        a.mean_hy = ln_mean(m, b, LN_IN);
+        a.rstd_hy = ln_rstd(m, b, LN_IN);
+        a.wh = ln_w(p, c, b, LN_H);
+        a.bh = ln_b(p, c, b, LN_H);
+        a.W = hc_W(p, c, b);
+        a.sc = hc_sc(p, c, b);
+        a.A = hc_A(m, b);
+        a.D = hc_D(m, b);
+    }
+    return a;
+}
+
+// x_b = A01 x_{b-1} + A11 y_{b-1} + A03 z;  y_b = A02 x_{b-1} + A12 y_{b-1} + A13 z  (z_{b-1} kept in acts.sum);
+// then A = S + s tanh(LN_h(x_b, y_b) W) and u_b = LN(A00 x_b + A10 y_b), or at the head hf = LN_f(x_2L + y_2L):
+// one kernel a boundary
+static void boundary_forward_hc(GPT2* m, int b) {
+    const GPT2Config& c = m->config;
+    ParameterTensors* p = &m->params;
+    HCBoundary a;
+    memset(&a, 0, sizeof(a));
+    if (b > 0) {
+        a.x_prev = stream_x(m, b - 1);
+        a.y_prev = stream_y(m, b - 1);
+        a.z = m->acts.z;
+        a.A_prev = hc_A(m, b - 1);
+        a.z_keep = post_sum(m, b - 1);
+        a.y = stream_y(m, b);
+    }
+    HCBoundaryGrad k = hc_kept(m, b);
+    a.x = stream_x(m, b);
+    a.u = boundary_u(m, b);
+    a.mean = ln_mean(m, b, LN_X);
+    a.rstd = ln_rstd(m, b, LN_X);
+    a.w = k.w;
+    a.b = k.b;
+    if (b < 2 * c.num_layers) {
+        a.mean_hx = ln_mean(m, b, LN_H);
+        a.rstd_hx = ln_rstd(m, b, LN_H);
+        a.mean_hy = ln_mean(m, b, LN_IN);
+        a.rstd_hy = ln_rstd(m, b, LN_IN);
+        a.wh = k.wh;
+        a.bh = k.bh;
+        a.S = hc_S(p, c, b);
+        a.W = k.W;
+        a.sc = k.sc;
+        a.A = hc_A(m, b);
+        a.D = hc_D(m, b);
+    }
+    hc_boundary_forward(a, m->B * m->T, c.channels);
+}
+
+// The start of sub-layer b (or the head) and the end of sub-layer b-1 in one kernel (hc.cuh): dx, dy hold dL/dx_b
+// and dL/dy_b so far and leave as dL/dx_{b-1}, dL/dy_{b-1} so far (dL/dh0 in dx at b = 0); dz gets dL/dz_{b-1}
+static void boundary_backward_hc(GPT2* m, int b) {
+    const GPT2Config& c = m->config;
+    GradTensors* g = &m->grads;
+    int head = b == 2 * c.num_layers;
+    HCBoundaryGrad a = hc_kept(m, b);
+    a.du = m->acts.du;
+    a.dx = m->acts.dx;
+    a.dy = m->acts.dy;
+    if (!head) a.dA_in = hc_dA(m, b);
+    if (b > 0) {
+        a.x_prev = stream_x(m, b - 1);
+        a.y_prev = stream_y(m, b - 1);
+        a.z_prev = post_sum(m, b - 1);
+        a.A_prev = hc_A(m, b - 1);
+        a.dz = m->acts.dz;
+        a.dA_out = hc_dA(m, b - 1);
+    }
+    HCGradTargets t;
+    memset(&t, 0, sizeof(t));
+    t.arrays[4] = ln_w(g, c, b, LN_X);
+    t.arrays[5] = ln_b(g, c, b, LN_X);
+    if (!head) {
+        for (int r = 0; r < 4; r++) t.arrays[r] = hc_W(g, c, b) + (size_t)r * c.channels;
+        t.arrays[6] = ln_w(g, c, b, LN_H);
+        t.arrays[7] = ln_b(g, c, b, LN_H);
+        t.dS = hc_S(g, c, b);
+        t.dsc = hc_sc(g, c, b);
+    }
+    hc_boundary_backward(a, t, m->B * m->T, c.channels);
+}
+
+// -r 1: u_s = LN(A00 x_s + A10 y_s) again, from the kept streams, A and statistics
+static void recompute_u_hc(GPT2* m, int s) {
+    hc_u_recompute(hc_kept(m, s), boundary_u(m, s), m->B * m->T, m->config.channels);
+}
+
 // post and residual start nothing: F reads x_b itself (and its backward adds into dx); the backward of a residual
 // add is nothing too: dL/dz and dL/dx_{b-1} are dL/dx_b, which dx holds already
 static void nothing(GPT2*, int) {}
@@ -1680,6 +1815,10 @@ static BoundaryKind boundary_kind(SubLayerKind kind) {
         case SUBLAYER_PERI:  // pre's start; z kept (the input of LN_out) and dL/dz apart from dL/dx
             return {boundary_forward_peri, boundary_backward_peri, boundary_start_forward_pre, boundary_backward_pre,
                     boundary_end_forward_peri, boundary_end_backward_peri, recompute_u_pre, 1, 1, 1, none};
+        case SUBLAYER_HC:  // one kernel a boundary, the head's too; u kept (-r 1: recomputed), z kept (acts.sum:
+                           // dA_j3 reads it), dL/dz apart from dL/dx
+            return {boundary_forward_hc, boundary_backward_hc, nullptr, nullptr, nullptr, nullptr, recompute_u_hc, 1,
+                    1, 1, none};
         case SUBLAYER_DEEPNORM: break;  // not run here (cuda = 0 in its row: refused before the model is built)
     }
     unknown_kind("sub-layer kind", kind);

@@ -351,7 +351,7 @@ static const LayoutInfo LAYOUTS[] = {
      .qkv_norm = 0, .c1 = 0, .hc = 1,
      .ablations = 0,
      .setting = NO_SETTING,
-     .cuda = 0,
+     .cuda = 1,
      .init_std = nullptr},
 };
 static const int NUM_LAYOUTS = (int)(sizeof(LAYOUTS) / sizeof(LAYOUTS[0]));

@@ -39,7 +39,7 @@ import re
 import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-SOURCES = ["train_gpt2.cu", "siamese.cuh", "attention.cuh", "cuda_common.cuh", "tests/test_gpu.cu",
+SOURCES = ["train_gpt2.cu", "siamese.cuh", "hc.cuh", "attention.cuh", "cuda_common.cuh", "tests/test_gpu.cu",
            "tools/profile_gpu.cu"]
 LIBRARIES = re.compile(r"lib(cublasLt|cublas|cudnn\w*)\.so")
 RUNTIME = re.compile(r"lib(cuda|cudart)\.so|\bcuda\w*Launch|\[0x[0-9a-f]+\] in libcuda")

@@ -164,7 +164,7 @@ expect_error "--mix-alpha for another layout" "--mix-alpha applies to --norm mix
 if $BIN "${DATA[@]}" "${TINY[@]}" --layers 4 --norm mix --mix-alpha 0.5 --print-tensors 2>/dev/null | grep -q '"layout": "mix", "ablations": 0, "layout_setting": 2,'
 then ok "--norm mix --mix-alpha 0.5 at 4 layers: header[10] = 2 Post-LN blocks"; else bad "--mix-alpha 0.5" "no layout_setting 2"; fi
 if [ -x ./train_gpt2cu ]; then  # parsed before the device starts, so this holds without a GPU too
-    expect_error "a layout the CUDA trainer does not run" "the CUDA trainer runs the layouts pre, post, siamese, mix, hybrid, hybrid-star, siamese-hybrid, pre-qkvnorm and peri" \
+    expect_error "a layout the CUDA trainer does not run" "the CUDA trainer runs the layouts pre, post, siamese, mix, hybrid, hybrid-star, siamese-hybrid, pre-qkvnorm, peri and hc" \
         ./train_gpt2cu "${DATA[@]}" --norm deepnorm
     expect_error "--attention with an unknown name (CUDA trainer)" "--attention expects materialized, flash or cudnn" \
         ./train_gpt2cu "${DATA[@]}" --attention fast

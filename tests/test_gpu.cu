@@ -1,5 +1,6 @@
 // The CUDA trainer against the CPU reference (float32 build), in one program: for each layout (pre, post, siamese
-// and siamese with each ablation, mix, and the QKV-norm layouts hybrid, hybrid-star and siamese-hybrid) both start
+// and siamese with each ablation, mix, the QKV-norm layouts hybrid, hybrid-star and siamese-hybrid, the baselines
+// pre-qkvnorm and peri, and hc) both start
 // from the same checkpoint and see the same batch, and must agree on the logits, the loss and EVERY parameter
 // gradient; then ten AdamW steps (gradient accumulation, clipping, weight decay) must give the same losses; then the
 // same at GPT-2 small's shape (12 layers, C 768, vocabulary 50257).
@@ -95,13 +96,20 @@ static Problem make_problem(const char* label, int norm, int ablations, int L, i
 // 0.002: hybrid's attention reads the raw stream (~0.02 a channel at GPT-2's initialization, its product ~0.01), so
 // a bias of 0.2 would be nearly all of every token's q and k, every key nearly the same, and the gradients of
 // ln_q and ln_k sums that cancel (measured, hybrid L=3 C=96: the float32 reference against the float64 one
-// 5e-5 on lnqw, lnqb, lnkw with 0.2, 1.5e-6 with 0.002, as every other tensor)
+// 5e-5 on lnqw, lnqb, lnkw with 0.2, 1.5e-6 with 0.002, as every other tensor). hc's projections W (hc1w, hc2w,
+// 0 at the init) move by 0.05: the tanh's argument p = LN_h(h) . W_m is then ~0.05 sqrt(C) ~ 0.5, where the tanh is
+// live; by 0.2 it is ~2, the tanh saturated (1 - D^2 ~ 0.07), and the gradients of the last sub-layer's dynamic
+// weights (ln2hw, ln2hb, hc2w) become a cancellation that float32 gets only to 5.9e-6 (the sum head makes the
+// streams' dL/dA_j1 and dL/dA_j2 opposite: (x + y) . LN_f'(dhf) = 0; measured on the hc-flash problem below, the
+// float32 reference against the float64 one; with 0.05 at most 1.1e-6 on every tensor of every hc problem here)
+static bool is_hc_projection(const char* name) { return !strcmp(name, "hc1w") || !strcmp(name, "hc2w"); }
 static void init_cpu_model(cpu::GPT2* m, const GPT2Config& c) {
     cpu::gpt2_init_random(m, c, 7);
     uint64_t rng = 99;
     for (const TensorInfo& t : m->tensors) {
         if (t.decay) continue;
         double shift = layout_of(c).qkv_norm && !strcmp(t.name, "qkvb") ? 0.002 : 0.2;
+        if (is_hc_projection(t.name)) shift = 0.05;
         for (size_t i = 0; i < t.size; i++) m->params_memory[t.offset + i] += (float)(shift * random_normal(&rng));
     }
 }
@@ -388,7 +396,7 @@ TEST_CASE("pre, siamese and siamese-hybrid with C > 2048 match the CPU reference
 TEST_CASE("ten AdamW steps with accumulation and clipping give the CPU reference's losses") {
     const int layouts[][2] = {{NORM_PRE, 0},         {NORM_POST, 0},          {NORM_SIAMESE, 0},
                               {NORM_SIAMESE, ABLATE_NO_LN_IN}, {NORM_HYBRID_STAR, 0}, {NORM_SIAMESE_HYBRID, 0},
-                              {NORM_PERI, 0}};
+                              {NORM_PERI, 0},        {NORM_HC, 0}};
     for (const auto& layout : layouts) {
         Problem p = make_problem("steps", layout[0], layout[1], 2, 64, 4, 32, 60, 2, 16);
         Problem p2 = make_problem("steps", layout[0], layout[1], 2, 64, 4, 32, 60, 2, 16, 4242);  // 2nd micro-batch
@@ -549,6 +557,24 @@ TEST_CASE("pre-qkvnorm and peri: logits, loss and every gradient match the CPU r
                       SMALL_NORM_BOUND, SMALL_MAX_BOUND, flash_r1, FLASH_BOUND);
     check_against_cpu(make_problem("peri-flash", NORM_PERI, 0, 2, 64, 4, 80, 60, 2, 75), SMALL_NORM_BOUND,
                       SMALL_MAX_BOUND, flash, FLASH_BOUND);
+}
+
+// Hyper-Connections (hc.cuh: one kernel a boundary, forward and backward; the head's LN_f(x + y) in the last): the
+// per-token weights A = S + s tanh(LN_h(x, y) W) (every hc tensor moved off its init by init_cpu_model, so that
+// the tanh's argument is live, S off [e | I | 1] and the two streams apart), F's input LN(A00 x + A10 y), the mixed
+// streams and z's share in them. At head size 48 (C = 96), at C = 90 (no packs of 8, odd rows in the blocks), with
+// -r 1 (u recomputed from the streams, A and LN's statistics) and flash attention, against the CPU and the default
+TEST_CASE("hc: logits, loss and every gradient match the CPU reference, with -r 1 and flash") {
+    Variant r1 = {1, ATTENTION_MATERIALIZED}, flash = {0, ATTENTION_FLASH}, flash_r1 = {1, ATTENTION_FLASH};
+    check_against_cpu(make_problem("hc", NORM_HC, 0, 3, 96, 2, 32, 60, 2, 20), SMALL_NORM_BOUND, SMALL_MAX_BOUND);
+    check_against_cpu(make_problem("hc-c90", NORM_HC, 0, 2, 90, 3, 32, 60, 2, 24), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND);
+    check_against_cpu(make_problem("hc-r1", NORM_HC, 0, 2, 136, 4, 32, 60, 3, 20), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, r1, RECOMPUTE_BOUND);
+    check_against_cpu(make_problem("hc-flash", NORM_HC, 0, 2, 64, 4, 80, 60, 2, 75), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, flash, FLASH_BOUND);
+    check_against_cpu(make_problem("hc-flash-r1", NORM_HC, 0, 2, 90, 3, 40, 60, 2, 33), SMALL_NORM_BOUND,
+                      SMALL_MAX_BOUND, flash_r1, FLASH_BOUND);
 }
 
 // Long rows: at T = 264 (33 packs of 8 bf16 keys, 66 of 4 floats) a lane of the softmax kernels walks several packs

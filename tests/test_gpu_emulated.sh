@@ -9,13 +9,13 @@
 # its build has no code for, where the activations do not fit, to a bad TRAIN_GPT2_EPILOGUES and to a head size the
 # QKV norm does not take; that it trains on, saying so once per epilogue, where cuBLASLt's heuristic fails
 # (EMU_LT_HEURISTIC), exactly as with the epilogues switched off; and that in the QKV-norm layouts (hybrid,
-# hybrid-star, siamese-hybrid, pre-qkvnorm) and in peri it trains as ./reference_cpu does and writes checkpoints
+# hybrid-star, siamese-hybrid, pre-qkvnorm), in peri and in hc it trains as ./reference_cpu does and writes checkpoints
 # ./reference_cpu reads. The cases left out here (C > 2048, GPT-2 small's
 # shape) are in tools/emulate_gpu.sh. EMU_CASES overrides the list of the sm_90 runs (doctest's -tc filters,
 # comma-separated), EMU_DEVICE_CASES that of the others. Ends with "N passed, N failed": test cases and checks.
 set -u
 cd "$(dirname "$0")/.."
-CASES=${EMU_CASES:-"pre: *,post: *,mix: *,siamese: *,siamese --*,siamese with both*,hybrid and*,siamese-hybrid: *,pre-qkvnorm and peri*,ten AdamW*,-r 1: *,flash attention*,QKV-norm*,long rows*,C not a multiple*,tensor-core flash*,classifier*,cuBLASLt*"}
+CASES=${EMU_CASES:-"pre: *,post: *,mix: *,siamese: *,siamese --*,siamese with both*,hybrid and*,siamese-hybrid: *,pre-qkvnorm and peri*,hc: *,ten AdamW*,-r 1: *,flash attention*,QKV-norm*,long rows*,C not a multiple*,tensor-core flash*,classifier*,cuBLASLt*"}
 DEVICE_CASES=${EMU_DEVICE_CASES:-"flash attention*,tensor-core flash*"}
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 logs=$(mktemp -d)
@@ -123,11 +123,11 @@ lt_check "... within 3e-2 (bf16) of the run with the epilogues (main.log)" \
 lt_check "the trainer's table says where the bias and GELU go" \
     bash -c "grep -q '| bias and GELU .*cuBLASLt epilogues' '$logs/lt_on.out' && grep -q '| bias and GELU .*separate kernels (TRAIN_GPT2_EPILOGUES=0)' '$logs/lt_off.out'"
 
-# The QKV-norm layouts and peri end to end: the emulated trainer (bf16) and ./reference_cpu from the same flags write the same
+# The QKV-norm layouts, peri and hc end to end: the emulated trainer (bf16) and ./reference_cpu from the same flags write the same
 # main.log, each number within bf16's 3e-2 (tools/compare_logs.py), with -r 1 for the GPU; and ./reference_cpu reads
 # the checkpoint the GPU wrote: its validation loss of it (-x 0 ... -v: step 0) is the GPU's last, within 3e-2
-echo "=== the emulated trainer against ./reference_cpu, QKV-norm layouts and peri"
-for layout in hybrid hybrid-star siamese-hybrid pre-qkvnorm peri; do
+echo "=== the emulated trainer against ./reference_cpu, QKV-norm layouts, peri and hc"
+for layout in hybrid hybrid-star siamese-hybrid pre-qkvnorm peri hc; do
     F=(-i data/kjv/kjv_train.bin -j data/kjv/kjv_val.bin --norm $layout --layers 2 --channels 64 --heads 4 -b 2 -t 32
        -x 3 -l 1e-3 -v 3 -m 2 -s 0)
     # each run must finish (exit status 0): two that stop at the same step write the same partial main.log

@@ -232,7 +232,7 @@ if [ -x tests/test_gpu_bf16 ]; then
     check "sanitizer_report --check-filters: every kernel compiled into tests/test_gpu_bf16 is ours and matched" \
         python3 tests/sanitizer_report.py --check-filters tests/test_gpu_bf16
     mkdir -p "$W/nosrc/tests" && cp tests/sanitizer_report.py "$W/nosrc/tests/" &&
-        cp train_gpt2.cu siamese.cuh cuda_common.cuh "$W/nosrc/"
+        cp train_gpt2.cu siamese.cuh hc.cuh cuda_common.cuh "$W/nosrc/"
     check "... and fails, naming the kernel, where a source is left out (attention.cuh)" bash -c \
         "! python3 '$W/nosrc/tests/sanitizer_report.py' --check-filters tests/test_gpu_bf16 > '$W/nosrc.txt' ||
          exit 1; grep -q 'flash_attention_backward_d_kernel is compiled in but is not one of ours' '$W/nosrc.txt'"

@@ -18,8 +18,9 @@ static double trainer_bytes(const GPT2Config& c, int B, int T, int recompute, in
     double params = (double)count_parameters(c) * parameter_bytes();
     double acts = (double)point_activations(c, B, T, recompute, attention, &a, nullptr);
     double tokens = (5.0 * B * T + 1) * sizeof(int);
-    double partials = 4.0 * std::max((size_t)H100_SMS * MAX_ROW_BLOCKS_PER_SM * 2 * SIAMESE_SLOTS * c.channels,
-                                     (size_t)BIAS_MAX_CHUNKS * 4 * c.channels);
+    size_t blocks = (size_t)H100_SMS * MAX_ROW_BLOCKS_PER_SM;
+    double partials = 4.0 * std::max({blocks * 2 * SIAMESE_SLOTS * c.channels, (size_t)BIAS_MAX_CHUNKS * 4 * c.channels,
+                                      layout_of(c).hc ? hc_partials_floats(blocks, c.channels) : 0});
     return params + acts + tokens + partials;
 }
 
