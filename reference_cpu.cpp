@@ -578,14 +578,14 @@ static void hc_weights_forward(real* A, real* D, const real* hx, const real* hy,
         }
 }
 
-// With g = dA s_m (1 - D^2), the gradient of the tanh's argument:  dhn_j += sum_m g[j][m] W[m];
+// With g = dA s_m (1 - D^2), the gradient of the tanh's argument (kept in dD):  dhn_j += sum_m g[j][m] W[m];
 // dW[m] += the sum over tokens and streams of g[j][m] hn_j;  dS += the sum over tokens of dA;  ds_m += the sum over
 // tokens of dA D (over m < 3 for alpha's scale).  Every sum over tokens runs in token order (dW per channel, dS and
 // ds in one loop), so the result does not depend on the number of threads.
-static void hc_weights_backward(real* dhx, real* dhy, real* dS, real* dW, real* dsc, const real* dA, const real* D,
-                                const real* hx, const real* hy, const real* W, const real* sc, int N, int C) {
-    std::vector<real> g((size_t)N * HC_ROW);
-    for (size_t e = 0; e < g.size(); e++) g[e] = dA[e] * sc[e % 4 == 3] * (1 - D[e] * D[e]);
+static void hc_weights_backward(real* dhx, real* dhy, real* dS, real* dW, real* dsc, real* g, const real* dA,
+                                const real* D, const real* hx, const real* hy, const real* W, const real* sc, int N,
+                                int C) {
+    for (size_t e = 0; e < (size_t)N * HC_ROW; e++) g[e] = dA[e] * sc[e % 4 == 3] * (1 - D[e] * D[e]);
 #pragma omp parallel for
     for (int r = 0; r < N; r++)
         for (int j = 0; j < 2; j++) {
@@ -699,7 +699,8 @@ typedef struct {
     real* z;         // (2L, B,T,C) F's output
     real* zn;        // (2L, B,T,C) peri: LN_out(z), F's output normalized (the layouts with an output LayerNorm)
     real* hcA;       // (2L, B,T,8) hc: the connection weights A of each token (HC_ROW), and
-    real* hcD;       // (2L, B,T,8)   the tanh of their dynamic part, kept for the backward pass
+    real* hcD;       // (2L, B,T,8)   the tanh of their dynamic part, kept for the backward pass (its gradient
+                     //   buffer: the gradient of the tanh's argument, hc_weights_backward's g)
     real* ln_mean;   // (2L, 4, B,T) the statistics of each sub-layer's LayerNorms (slots LN_X, LN_Y, LN_IN, LN_OUT),
     real* ln_rstd;   // (2L, 4, B,T)   kept for the backward pass
     // inside F, for each block l
@@ -875,7 +876,7 @@ typedef struct {
     real *u, *z;                 // F's input where the boundary makes it (pre LN(x), siamese_c1 c1 x + yh); F's output
     real* zn;                    // peri: zn = LN_out(z)
     real *A, *D;                 // hc: the connection weights of each token (HC_ROW of them) and their tanh part
-    real *dx, *dy, *dx_out, *dy_out, *dxh, *dyh, *dsum, *du, *dz, *dzn, *dA;  // their gradients
+    real *dx, *dy, *dx_out, *dy_out, *dxh, *dyh, *dsum, *du, *dz, *dzn, *dA, *dD;  // their gradients
     LayerNorm LN;                // pre, post, deepnorm: the sub-layer's LayerNorm (ln1* at the attention, ln2* ...)
     LayerNorm LN_x, LN_y, LN_in; // siamese: its three (ln1x* ln1y* ln1i*, ...; LN_x is LN's slot)
     LayerNorm LN_out;            // peri: the LayerNorm of F's output (ln1o*, ln2o*); its input's is LN
@@ -1085,7 +1086,7 @@ static void hc_sublayer_backward(const SubLayer& t) {
     F_backward(t, t.u, t.du);                                                // z = F(u):  du += F'(dz)
     layernorm_backward(t.LN, t.dsum, t.du, t.sum);                           // u = LN(sum):  dsum += LN'(du)
     row_mix_backward(t.dsum, {hc_x(t, 0), hc_y(t, 0)}, N, C);                // sum = A00 x + A10 y
-    hc_weights_backward(t.dxh, t.dyh, t.dS, t.dW, t.dsc, t.dA, t.D, t.xh, t.yh, t.W, t.sc, N, C);  // A = S + ...
+    hc_weights_backward(t.dxh, t.dyh, t.dS, t.dW, t.dsc, t.dD, t.dA, t.D, t.xh, t.yh, t.W, t.sc, N, C);  // A = ...
     layernorm_backward(t.LN_hy, t.dy, t.dyh, t.y);                           // yh = LN_h(y):  dy += LN_h'(dyh)
     layernorm_backward(t.LN_hx, t.dx, t.dxh, t.x);                           // xh = LN_h(x):  dx += LN_h'(dxh)
 }
@@ -1423,7 +1424,7 @@ static SubLayer sublayer_tensors(GPT2* m, int s) {
     t.LN_hx = t.LN_hy = ln[LN_H];
     size_t y_stats = ((size_t)s * LN_SLOTS + LN_IN) * N, hc_rows = (size_t)s * N * HC_ROW;
     t.LN_hy.mean = a.ln_mean + y_stats, t.LN_hy.rstd = a.ln_rstd + y_stats;
-    t.A = at(a.hcA, hc_rows), t.D = at(a.hcD, hc_rows), t.dA = at(d.hcA, hc_rows);
+    t.A = at(a.hcA, hc_rows), t.D = at(a.hcD, hc_rows), t.dA = at(d.hcA, hc_rows), t.dD = at(d.hcD, hc_rows);
     t.S = at(p.hcs[k], (size_t)l * 8), t.W = at(p.hcw[k], (size_t)l * 4 * C), t.sc = at(p.hcsc[k], (size_t)l * 2);
     t.dS = at(g.hcs[k], (size_t)l * 8), t.dW = at(g.hcw[k], (size_t)l * 4 * C), t.dsc = at(g.hcsc[k], (size_t)l * 2);
     return t;
