@@ -100,7 +100,7 @@ NV_MPI    = $(if $(HAVE_MPI),$(filter -I% -D%,$(MPI_FLAGS)) $(filter -L% -l%,$(M
               $(if $(filter -pthread,$(MPI_FLAGS) $(MPI_LIBS)),-Xcompiler -pthread),)
 NV_NCCL   = $(if $(NCCL_H),-DUSE_NCCL -lnccl,)
 
-CPU_BINS  = reference_cpu tests/test_gradients tests/test_reference tests/ref_tool
+CPU_BINS  = reference_cpu tests/test_gradients tests/test_reference tests/test_gemm tests/ref_tool
 GPU_BINS  = $(if $(HAVE_NVCC),train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16 tools/profile_gpu,)
 
 .PHONY: all data train test clean deps bench-cpu bench-gpu gpu-prep emulator print-gpu-archs print-test-archs FORCE
@@ -121,6 +121,10 @@ tests/test_gradients: tests/test_gradients.cpp tests/finite_differences.h refere
 	$(CXX) $(TESTFLAGS) -DREAL=double -o $@ $<
 
 tests/test_reference: tests/test_reference.cpp reference_cpu.cpp $(HOST)
+	$(CXX) $(TESTFLAGS) -o $@ $<
+
+# host/gemm.h alone, every register tile (tests/test_gemm.cpp)
+tests/test_gemm: tests/test_gemm.cpp host/gemm.h host/utils.h
 	$(CXX) $(TESTFLAGS) -o $@ $<
 
 # the float32 reference's outputs for one step, for the independent PyTorch check (tests/torch_check.py)

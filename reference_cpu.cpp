@@ -41,20 +41,21 @@ How to read it (the functions in this order; C++ wants them defined bottom-up, s
      HybridNorm layouts (qkv_norm_forward: q, k and v LayerNorm-ed over each head's channels, before the attention).
   4. gpt2_backward: the same path in reverse; each _backward stands beside its _forward.
   5. The operations, llm.c's pairs: encoder, layernorm, matmul (matmul_forward_naive is the math; matmul_forward
-     the same product in register tiles), attention (and the QKV-norm), gelu, add (a + scale b: the residual adds
-     and the sums; gain_add, c1's), hc's (hc_weights: A = S + s tanh(hn W^T); row_mix: sums with a weight per
+     the same product through host/gemm.h), attention (and the QKV-norm), gelu, add (a + scale b: the residual
+     adds and the sums; gain_add, c1's), hc's (hc_weights: A = S + s tanh(hn W^T); row_mix: sums with a weight per
      token), softmax and cross-entropy.
   6. gpt2_update: AdamW.
-A first reading may skip the tiled matrix products (matmul_forward, gemm_acc), the section "where the named tensors
-live" (the activation buffer that SubLayer and Head point into), and the trainer's hooks at the end (micro-batches,
-several processes, ZeRO-1: the trainer's business, not the model's). Outside this file only the configuration is
-needed: host/model_config.h (GPT2Config, the parameter tensors) and host/layouts.h (the registry: the kind of each
-sub-layer of a layout, and its head).
+A first reading may skip the fast matrix products (host/gemm.h, which matmul_forward and matmul_backward call), the
+section "where the named tensors live" (the activation buffer that SubLayer and Head point into), and the trainer's
+hooks at the end (micro-batches, several processes, ZeRO-1: the trainer's business, not the model's). Outside this
+file only the configuration is needed: host/model_config.h (GPT2Config, the parameter tensors) and host/layouts.h
+(the registry: the kind of each sub-layer of a layout, and its head).
 
 The scalar type is `real`: float by default, double when built with -DREAL=double (the finite-difference tests).
 Define REFERENCE_CPU_NO_MAIN before including this file to use it as a library (the tests and the CUDA checks do).
 */
 #include "host/train_loop.h"
+#include "host/gemm.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -174,8 +175,8 @@ static void layernorm_backward(const LayerNorm& ln, real* dinp, const real* dout
 // ----------------------------------------------------------------------------------------------------------------
 // matmul: out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC), weight stored as PyTorch's nn.Linear.
 // The plain loops first, as llm.c keeps matmul_forward_naive: the math. The model runs matmul_forward and
-// matmul_backward below, the same products in register tiles; tests/test_reference.cpp holds the two together
-// (the backward bit for bit: each element is summed in the same order; the forward within float rounding).
+// matmul_backward below, the same products through host/gemm.h; tests/test_reference.cpp holds the two together
+// (within float rounding: both sum in the same order, but not every loop fuses its multiply-adds alike).
 
 [[maybe_unused]] static void matmul_forward_naive(real* out, const real* inp, const real* weight, const real* bias,
                                                   int N, int C, int OC) {
@@ -205,126 +206,24 @@ static void layernorm_backward(const LayerNorm& ln, real* dinp, const real* dout
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// The same products, fast (a first reading may skip to attention). Vectors: GCC/Clang vector extensions, 32 bytes
-// (8 floats or 4 doubles). Every output is summed in a fixed order by one thread, so results are bit-for-bit the
-// same for any number of threads.
+// The same products, fast: host/gemm.h (a first reading skips it), packed panels and a register-blocked kernel
+// for the machine's vector width. Each is one call of C += A @ B with A and B read through strides. Every output
+// is summed over k in increasing order from the value already there (here the bias), so the result is the same for
+// any number of threads; tests/test_reference.cpp holds it to the plain loops above and to that order bit for bit.
 
-typedef real vreal __attribute__((vector_size(32)));
-typedef real vreal_u __attribute__((vector_size(32), aligned(sizeof(real)), may_alias));  // unaligned access
-static const int VL = (int)(32 / sizeof(real));
-static inline vreal vload(const real* p) { return *(const vreal_u*)p; }
-static inline void vstore(real* p, vreal v) { *(vreal_u*)p = v; }
-static inline real hsum(vreal v) {
-    real s = 0;
-    for (int i = 0; i < VL; i++) s += v[i];
-    return s;
-}
-
-// The forward is a dot product along C for each output: register tiles of 4 rows x 4 outputs, each a vector of VL
-// partial sums added at the end (hsum), so the terms are summed in another order than matmul_forward_naive's.
-
-template <int NR, int NO>
-static inline void matmul_forward_tile(real* out, const real* inp, const real* weight, const real* bias, int C,
-                                       int OC, int n0, int o0) {
-    vreal acc[NR][NO] = {};
-    for (int i = 0; i < C; i += VL) {
-        vreal a[NR], w[NO];
-        for (int r = 0; r < NR; r++) a[r] = vload(inp + (size_t)(n0 + r) * C + i);
-        for (int c = 0; c < NO; c++) w[c] = vload(weight + (size_t)(o0 + c) * C + i);
-        for (int r = 0; r < NR; r++)
-            for (int c = 0; c < NO; c++) acc[r][c] += a[r] * w[c];
-    }
-    for (int r = 0; r < NR; r++)
-        for (int c = 0; c < NO; c++)
-            out[(size_t)(n0 + r) * OC + o0 + c] = hsum(acc[r][c]) + (bias ? bias[o0 + c] : (real)0);
-}
-
+// out = bias; out += inp (N, C) @ weight^T:  A(n, i) = inp[n C + i],  B(i, o) = weight[o C + i]
 static void matmul_forward(real* out, const real* inp, const real* weight, const real* bias, int N, int C, int OC) {
-    if (C % VL != 0) {  // plain loops for shapes the vector tiles do not cover
 #pragma omp parallel for
-        for (int n = 0; n < N; n++)
-            for (int o = 0; o < OC; o++) {
-                real s = bias ? bias[o] : (real)0;
-                for (int i = 0; i < C; i++) s += inp[(size_t)n * C + i] * weight[(size_t)o * C + i];
-                out[(size_t)n * OC + o] = s;
-            }
-        return;
-    }
-    // each thread owns blocks of 4 weight rows (loaded once) and runs them against every input row (from cache)
-#pragma omp parallel for schedule(static)
-    for (int o0 = 0; o0 < OC; o0 += 4) {
-        int n0 = 0;
-        if (o0 + 4 <= OC) {
-            for (; n0 + 4 <= N; n0 += 4) matmul_forward_tile<4, 4>(out, inp, weight, bias, C, OC, n0, o0);
-            for (; n0 < N; n0++) matmul_forward_tile<1, 4>(out, inp, weight, bias, C, OC, n0, o0);
-        } else {
-            for (int o = o0; o < OC; o++)
-                for (n0 = 0; n0 < N; n0++) matmul_forward_tile<1, 1>(out, inp, weight, bias, C, OC, n0, o);
-        }
-    }
-}
-
-// The backward pass needs two products of the form  D (M, Nc) += A (M, K) @ Bm (K, Nc), Bm row-major with rows
-// of length Nc, A read through strides so that it can be a transposed view:  A(m, k) = a[m * sam + k * sak].
-//   dinp (N, C)     += dout (N, OC) @ weight (OC, C)          A = dout, K = OC
-//   dweight (OC, C) += dout^T (OC, N) @ inp (N, C)            A = dout viewed transposed, K = N
-// Tiles of 4 rows x 4 vectors of D stay in registers while k runs over a block of 256 (so that the block of Bm
-// stays in cache); each D element is summed over k in increasing order by one thread.
-template <int NR, int NV>
-static inline void gemm_acc_tile(real* D, const real* a, const real* Bm, int Nc, size_t sam, size_t sak, int m0,
-                                 int j0, int k0, int k1) {
-    vreal acc[NR][NV];
-    for (int r = 0; r < NR; r++)
-        for (int v = 0; v < NV; v++) acc[r][v] = vload(D + (size_t)(m0 + r) * Nc + j0 + v * VL);
-    for (int k = k0; k < k1; k++) {
-        vreal b[NV];
-        for (int v = 0; v < NV; v++) b[v] = vload(Bm + (size_t)k * Nc + j0 + v * VL);
-        for (int r = 0; r < NR; r++) {
-            real ark = a[(m0 + r) * sam + k * sak];
-            for (int v = 0; v < NV; v++) acc[r][v] += ark * b[v];
-        }
-    }
-    for (int r = 0; r < NR; r++)
-        for (int v = 0; v < NV; v++) vstore(D + (size_t)(m0 + r) * Nc + j0 + v * VL, acc[r][v]);
-}
-
-static void gemm_acc(real* D, const real* a, size_t sam, size_t sak, const real* Bm, int M, int Nc, int K) {
-    if (Nc % VL != 0) {
-#pragma omp parallel for
-        for (int m = 0; m < M; m++)
-            for (int k = 0; k < K; k++) {
-                real amk = a[m * sam + k * sak];
-                for (int j = 0; j < Nc; j++) D[(size_t)m * Nc + j] += amk * Bm[(size_t)k * Nc + j];
-            }
-        return;
-    }
-    const int KB = 256, JB = 4 * VL;
-    int mtiles = (M + 3) / 4, jtiles = (Nc + JB - 1) / JB;
-#pragma omp parallel
-    for (int k0 = 0; k0 < K; k0 += KB) {
-        int k1 = k0 + KB < K ? k0 + KB : K;
-#pragma omp for schedule(static)
-        for (int tile = 0; tile < mtiles * jtiles; tile++) {
-            int m0 = (tile % mtiles) * 4, j0 = (tile / mtiles) * JB;  // consecutive tiles share one Bm strip
-            int nr = M - m0 < 4 ? M - m0 : 4;
-            for (int j = j0; j < j0 + JB && j < Nc;) {
-                if (j + JB <= Nc && nr == 4) {
-                    gemm_acc_tile<4, 4>(D, a, Bm, Nc, sam, sak, m0, j, k0, k1);
-                    j += JB;
-                } else {
-                    for (int r = 0; r < nr; r++) gemm_acc_tile<1, 1>(D, a, Bm, Nc, sam, sak, m0 + r, j, k0, k1);
-                    j += VL;
-                }
-            }
-        }  // the implicit barrier of `omp for` orders the k blocks
-    }
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) out[(size_t)n * OC + o] = bias ? bias[o] : (real)0;
+    gemm::gemm_acc(out, OC, inp, C, 1, weight, 1, C, N, OC, C);
 }
 
 static void matmul_backward(real* dinp, real* dweight, real* dbias, const real* dout, const real* inp,
                             const real* weight, int N, int C, int OC) {
-    gemm_acc(dinp, dout, OC, 1, weight, N, C, OC);     // dinp += dout @ weight
-    gemm_acc(dweight, dout, 1, OC, inp, OC, C, N);     // dweight += dout^T @ inp
-    if (dbias) {                                       // dbias += sum over rows of dout
+    gemm::gemm_acc(dinp, C, dout, OC, 1, weight, C, 1, N, C, OC);     // dinp (N, C) += dout (N, OC) @ weight (OC, C)
+    gemm::gemm_acc(dweight, C, dout, 1, OC, inp, C, 1, OC, C, N);     // dweight (OC, C) += dout^T @ inp (N, C)
+    if (dbias) {                                                      // dbias += the column sums of dout
 #pragma omp parallel for
         for (int o = 0; o < OC; o++) {
             real s = 0;

@@ -1,0 +1,214 @@
+/*
+host/gemm.h: the CPU trainer's matrix products, fast. A first reading skips this file: reference_cpu.cpp's
+matmul_forward_naive and matmul_backward_naive are the math, and tests/test_reference.cpp holds these equal to them.
+
+One operation, C (M, N) += A (M, K) @ B (K, N), where A and B are read through strides, so that either may be a
+transposed view:  A(m, k) = a[m * sam + k * sak],  B(k, n) = b[k * sbk + n * sbn],  C(m, n) = c[m * ldc + n].
+The model's three products are this one with other strides (reference_cpu.cpp, matmul_forward and matmul_backward).
+
+How it is fast (the scheme of BLIS and GotoBLAS; Van Zee and van de Geijn, "BLIS: A Framework for Rapidly
+Instantiating BLAS Functionality", 2015):
+  - a microkernel keeps an MR x NR tile of C in vector registers (MR rows, NV vectors of VL numbers each) while k
+    runs: each step loads NV vectors of B's row k and broadcasts MR numbers of A's column k: MR * NV multiply-adds;
+  - its operands are packed first, so that the microkernel reads both from consecutive addresses: B in panels of NR
+    columns (k-major, KC x NR, in L1), shared by all threads; A in strips of MR rows (k-major), one block of MC rows
+    per thread (in L2);
+  - K is cut in blocks of KC and N in blocks of NC: all threads pack one KC x NC block of B together, then each
+    takes MC-row blocks of A and runs the microkernel over every panel of the block.
+The register tile follows the vector width the compiler targets (-march=native in the Makefile): AVX-512 (32
+registers of 16 floats) 12 rows x 2 vectors, AVX and AVX2 (16 registers of 8) 6 x 2, anything else (16 bytes) 6 x 2;
+tests/test_gemm.cpp runs all three on any machine.
+
+The order of the sums, and why it does not depend on the threads, the tile or the vector width: every element of
+C is c <- c + A(m, k) * B(k, n) for k = 0, 1, ..., K - 1 in turn, each step one rounding where the compiler fuses
+the multiply-add (an FMA: GCC's default -ffp-contract=fast on any machine with FMA) and two where it does not. The
+tiles only say which thread does which element, the K blocks only when the running sum goes back to memory between
+steps (a float stored and loaded is the same float), and the rows and columns past the edges of A and B are packed
+as zeros into tiles of their own buffer. So the result is the same for any number of threads and the same for
+every tile; tests/test_gemm.cpp checks it bit for bit against that plain loop, for every tile above.
+*/
+#pragma once
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include "utils.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace gemm {
+
+// The register tile: Tile<T, bytes per vector, rows MR, vectors NV>. Native<T> is the one for the vector width the
+// compiler targets; the tests run the others too (a wider vector than the machine's is split in two by the compiler).
+template <typename T, int VBYTES, int MR_, int NV_> struct Tile {
+    typedef T V __attribute__((vector_size(VBYTES)));                                  // a vector, aligned
+    typedef T U __attribute__((vector_size(VBYTES), aligned(sizeof(T)), may_alias));   // unaligned (C's rows)
+    static const int VL = VBYTES / (int)sizeof(T);  // numbers per vector
+    static const int MR = MR_, NV = NV_, NR = NV * VL;
+    static const int KC = 256;                      // K block: one B panel, KC x NR, stays in L1
+    static const int MC = 16 * MR;                  // rows of A a thread packs at once (at most)
+    static const int NC = 16 * 256;                 // columns of B packed at once (a multiple of NR)
+};
+#if defined(__AVX512F__)
+template <typename T> using Native = Tile<T, 64, 12, 2>;  // 32 registers: 24 accumulators, 2 of B, 1 of A
+#elif defined(__AVX__)
+template <typename T> using Native = Tile<T, 32, 6, 2>;   // 16 registers: 12 accumulators, 2 of B, 1 of A
+#else
+template <typename T> using Native = Tile<T, 16, 6, 2>;   // SSE, NEON, ...: 16 bytes
+#endif
+
+// Whether c + a * b is one rounding in the microkernel: GCC and Clang fuse it where the machine has FMA (GCC's
+// default -ffp-contract=fast; Clang's -ffp-contract=on fuses within one expression, as here).
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+static const bool FUSED = true;
+#else
+static const bool FUSED = false;
+#endif
+
+// The microkernel: the MR x NR tile at c (row stride ldc) += the packed A strip (kc x MR) times the packed B
+// panel (kc x NR), one k after the other.
+template <typename T, typename S>
+static inline void micro(int kc, const T* __restrict ap, const T* __restrict bp, T* c, size_t ldc) {
+    typedef typename S::V V;
+    typedef typename S::U U;
+    const int MR = S::MR, NV = S::NV, VL = S::VL, NR = S::NR;
+    V acc[MR][NV];
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) acc[r][v] = *(const U*)(c + r * ldc + v * VL);
+    for (int k = 0; k < kc; k++) {
+        V b[NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) b[v] = *(const V*)(bp + (size_t)k * NR + v * VL);
+#pragma GCC unroll 16
+        for (int r = 0; r < MR; r++) {
+            T a = ap[(size_t)k * MR + r];
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) acc[r][v] += a * b[v];
+        }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) *(U*)(c + r * ldc + v * VL) = acc[r][v];
+}
+
+// A tile that runs past C's last row or column: through a full tile of its own, the missing part zeros.
+template <typename T, typename S>
+static void micro_edge(int kc, const T* ap, const T* bp, T* c, size_t ldc, int mr, int nr) {
+    const int MR = S::MR, NR = S::NR;
+    alignas(64) T tile[MR * NR] = {};
+    for (int r = 0; r < mr; r++) memcpy(tile + r * NR, c + r * ldc, nr * sizeof(T));
+    micro<T, S>(kc, ap, bp, tile, NR);
+    for (int r = 0; r < mr; r++) memcpy(c + r * ldc, tile + r * NR, nr * sizeof(T));
+}
+
+// buffers that only grow, kept from call to call (a training step makes hundreds of products): 64-byte aligned
+template <typename T> static T* scratch(T** buf, size_t* have, size_t need) {
+    if (need > *have) {
+        free(*buf);
+        *buf = (T*)aligned_alloc(64, (need * sizeof(T) + 63) / 64 * 64);
+        if (!*buf) fail("out of memory: %zu bytes for the matrix products' packed panels", need * sizeof(T));
+        *have = need;
+    }
+    return *buf;
+}
+
+// C (M, N) += A (M, K) @ B (K, N); see the top of this file
+template <typename T, typename S = Native<T>>
+static void gemm_acc(T* c, size_t ldc, const T* a, size_t sam, size_t sak, const T* b, size_t sbk, size_t sbn,
+                     int M, int N, int K) {
+    if (M <= 0 || N <= 0 || K <= 0) return;
+    const int MR = S::MR, NR = S::NR, KC = S::KC, NC = S::NC;
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+#endif
+    // the rows in blocks of at most S::MC, as many blocks as a multiple of the threads, as even as the strips of
+    // MR rows allow (the blocks only say which thread does which rows, not how anything is summed)
+    int mblocks = (M + S::MC - 1) / S::MC;
+    mblocks = (mblocks + threads - 1) / threads * threads;
+    int mc = ((M + mblocks - 1) / mblocks + MR - 1) / MR * MR;
+    mblocks = (M + mc - 1) / mc;
+    int npanels_max = (NC < N ? NC : (N + NR - 1) / NR * NR) / NR;
+    // where there are fewer row blocks than threads, the panels of a block are shared out too
+    int groups = mblocks >= threads ? 1 : (threads + mblocks - 1) / mblocks;
+    if (groups > npanels_max) groups = npanels_max;
+    static T* bpack = nullptr;
+    static size_t bhave = 0;
+    static T** apack = nullptr;
+    static size_t* ahave = nullptr;
+    static int athreads = 0;
+    T* bp = scratch<T>(&bpack, &bhave, (size_t)KC * npanels_max * NR);
+    if (threads > athreads) {
+        apack = (T**)realloc(apack, threads * sizeof(T*));
+        ahave = (size_t*)realloc(ahave, threads * sizeof(size_t));
+        if (!apack || !ahave) fail("out of memory for the matrix products' packing pointers");
+        for (int t = athreads; t < threads; t++) apack[t] = nullptr, ahave[t] = 0;
+        athreads = threads;
+    }
+    for (int t = 0; t < threads; t++) scratch<T>(&apack[t], &ahave[t], (size_t)KC * S::MC);
+
+#pragma omp parallel num_threads(threads)
+    {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        T* ap = apack[tid];
+        for (int j0 = 0; j0 < N; j0 += NC) {
+            int nc = N - j0 < NC ? N - j0 : NC, npanels = (nc + NR - 1) / NR;
+            for (int k0 = 0; k0 < K; k0 += KC) {
+                int kc = K - k0 < KC ? K - k0 : KC;
+                // pack B (kc x nc) in panels of NR columns: panel p holds B(k0 + k, j0 + p NR + j) at k NR + j
+#pragma omp for schedule(static)
+                for (int p = 0; p < npanels; p++) {
+                    T* dst = bp + (size_t)p * KC * NR;
+                    int jn = nc - p * NR < NR ? nc - p * NR : NR;
+                    for (int k = 0; k < kc; k++) {
+                        const T* src = b + (size_t)(k0 + k) * sbk + (size_t)(j0 + p * NR) * sbn;
+                        int j = 0;
+                        if (sbn == 1)
+                            for (; j < jn; j++) dst[(size_t)k * NR + j] = src[j];
+                        else
+                            for (; j < jn; j++) dst[(size_t)k * NR + j] = src[(size_t)j * sbn];
+                        for (; j < NR; j++) dst[(size_t)k * NR + j] = 0;
+                    }
+                }  // the implicit barrier: B is packed before anyone uses it
+#pragma omp for schedule(static)
+                for (int item = 0; item < mblocks * groups; item++) {
+                    int m0 = (item / groups) * mc, g = item % groups;
+                    int mb = M - m0 < mc ? M - m0 : mc, strips = (mb + MR - 1) / MR;
+                    int p0 = (int)((long)npanels * g / groups), p1 = (int)((long)npanels * (g + 1) / groups);
+                    // pack A's rows m0 .. m0 + mb (x kc) in strips of MR rows: strip s holds A(m0 + s MR + r,
+                    // k0 + k) at k MR + r
+                    for (int s = 0; s < strips; s++) {
+                        T* dst = ap + (size_t)s * KC * MR;
+                        int rn = mb - s * MR < MR ? mb - s * MR : MR;
+                        for (int k = 0; k < kc; k++) {
+                            const T* src = a + (size_t)(m0 + s * MR) * sam + (size_t)(k0 + k) * sak;
+                            int r = 0;
+                            for (; r < rn; r++) dst[(size_t)k * MR + r] = src[(size_t)r * sam];
+                            for (; r < MR; r++) dst[(size_t)k * MR + r] = 0;
+                        }
+                    }
+                    for (int p = p0; p < p1; p++) {  // each B panel (in L1) against every strip of the A block
+                        int jn = nc - p * NR < NR ? nc - p * NR : NR;
+                        for (int s = 0; s < strips; s++) {
+                            int rn = mb - s * MR < MR ? mb - s * MR : MR;
+                            T* cij = c + (size_t)(m0 + s * MR) * ldc + j0 + p * NR;
+                            const T *as = ap + (size_t)s * KC * MR, *bs = bp + (size_t)p * KC * NR;
+                            if (rn == MR && jn == NR)
+                                micro<T, S>(kc, as, bs, cij, ldc);
+                            else
+                                micro_edge<T, S>(kc, as, bs, cij, ldc, rn, jn);
+                        }
+                    }
+                }  // the implicit barrier: every tile is done with this block of B before it is packed again
+            }
+        }
+    }
+}
+
+}  // namespace gemm

@@ -1,0 +1,92 @@
+// host/gemm.h, the CPU's fast matrix product C += A @ B, bit for bit against the plain loop in the order its top
+// comment states: c <- c + A(m, k) B(k, n) for k = 0, 1, ..., K - 1, one rounding each where gemm::FUSED (an FMA),
+// two where not. For each register tile (AVX-512's, AVX2's and the 16-byte one, whatever this machine has: a
+// vector wider than the machine's is split by the compiler), float and double, A and B plain or transposed views,
+// 1, 2 and 3 threads, on shapes that reach every path: edge tiles in M and N, more than one K block (KC = 256) and
+// N block (NC = 4096), fewer row blocks than threads (the panels shared out). tests/test_reference.cpp holds the
+// model's products (matmul_forward, matmul_backward) to the naive loops, the math, within float32's rounding bound.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include "doctest.h"
+#include "../host/gemm.h"
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+template <typename T> static T step(T c, T a, T b) { return gemm::FUSED ? std::fma(a, b, c) : c + a * b; }
+
+// the plain loop, in the order gemm_acc promises
+template <typename T>
+static void gemm_plain(T* c, size_t ldc, const T* a, size_t sam, size_t sak, const T* b, size_t sbk, size_t sbn,
+                       int M, int N, int K) {
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            T s = c[(size_t)m * ldc + n];
+            for (int k = 0; k < K; k++) s = step(s, a[m * sam + k * sak], b[k * sbk + n * sbn]);
+            c[(size_t)m * ldc + n] = s;
+        }
+}
+
+struct Case { int M, N, K; };
+static const Case CASES[] = {{1, 1, 1},    {13, 36, 64},   {6, 10, 40},  {300, 7, 24}, {9, 300, 18},
+                             {257, 70, 600}, {5, 5000, 3}, {40, 4200, 9}, {31, 33, 513}};
+
+template <typename T, typename S> static void check_tile(const char* name) {
+    uint64_t seed = 7;
+    auto rnd = [&]() {  // uniform in [-1, 1)
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        return (T)((double)(seed >> 11) / 9007199254740992.0 * 2 - 1);
+    };
+    int cases = 0;
+    for (const Case& cs : CASES) {
+        int M = cs.M, N = cs.N, K = cs.K;
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                CAPTURE(name);
+                CAPTURE(M);
+                CAPTURE(N);
+                CAPTURE(K);
+                CAPTURE(ta);
+                CAPTURE(tb);
+                std::vector<T> a((size_t)M * K), b((size_t)K * N), c0((size_t)M * N);
+                for (T& x : a) x = rnd();
+                for (T& x : b) x = rnd();
+                for (T& x : c0) x = rnd();
+                size_t sam = ta ? 1 : K, sak = ta ? M : 1, sbk = tb ? 1 : N, sbn = tb ? K : 1;
+                std::vector<T> want(c0);
+                gemm_plain(want.data(), N, a.data(), sam, sak, b.data(), sbk, sbn, M, N, K);
+                for (int threads = 1; threads <= 3; threads++) {
+                    CAPTURE(threads);
+                    omp_set_num_threads(threads);
+                    std::vector<T> got(c0);
+                    gemm::gemm_acc<T, S>(got.data(), N, a.data(), sam, sak, b.data(), sbk, sbn, M, N, K);
+                    REQUIRE(memcmp(got.data(), want.data(), got.size() * sizeof(T)) == 0);
+                }
+                // the check can fail: the same product with B's last row (k = K - 1) left out differs from it
+                if (K > 1) {
+                    std::vector<T> short_by_one(c0);
+                    gemm::gemm_acc<T, S>(short_by_one.data(), N, a.data(), sam, sak, b.data(), sbk, sbn, M, N, K - 1);
+                    CHECK(memcmp(short_by_one.data(), want.data(), want.size() * sizeof(T)) != 0);
+                }
+                cases++;
+            }
+    }
+    omp_set_num_threads(2);
+    MESSAGE(std::string(name) << ": " << cases << " products bit for bit (tile " << S::MR << " x " << S::NR << ", "
+                              << S::VL << " numbers a vector), the multiply-add "
+                              << std::string(gemm::FUSED ? "fused" : "not fused"));
+}
+
+TEST_CASE("gemm_acc: every tile, bit for bit the plain loop in its stated order") {
+    check_tile<float, gemm::Tile<float, 64, 12, 2>>("float, AVX-512's tile");
+    check_tile<float, gemm::Tile<float, 32, 6, 2>>("float, AVX2's tile");
+    check_tile<float, gemm::Tile<float, 16, 6, 2>>("float, the 16-byte tile");
+    check_tile<double, gemm::Tile<double, 64, 12, 2>>("double, AVX-512's tile");
+    check_tile<double, gemm::Tile<double, 32, 6, 2>>("double, AVX2's tile");
+    check_tile<float, gemm::Native<float>>("float, this machine's tile");
+}
+
+TEST_CASE("gemm_acc: nothing to do leaves C as it was") {
+    std::vector<float> c(12, 3.0f), a(12, 1.0f), b(12, 1.0f);
+    gemm::gemm_acc(c.data(), 4, a.data(), 3, 1, b.data(), 4, 1, 3, 4, 0);  // K = 0: C += nothing
+    for (float x : c) CHECK(x == 3.0f);
+}
