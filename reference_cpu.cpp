@@ -55,6 +55,7 @@ The scalar type is `real`: float by default, double when built with -DREAL=doubl
 Define REFERENCE_CPU_NO_MAIN before including this file to use it as a library (the tests and the CUDA checks do).
 */
 #include "host/train_loop.h"
+#include "host/fast_math.h"
 #include "host/gemm.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -216,14 +217,14 @@ static void matmul_forward(real* out, const real* inp, const real* weight, const
 #pragma omp parallel for
     for (int n = 0; n < N; n++)
         for (int o = 0; o < OC; o++) out[(size_t)n * OC + o] = bias ? bias[o] : (real)0;
-    gemm::gemm_acc(out, OC, inp, C, 1, weight, 1, C, N, OC, C);
+    gemm_cpu::gemm_acc(out, OC, inp, C, 1, weight, 1, C, N, OC, C);
 }
 
 static void matmul_backward(real* dinp, real* dweight, real* dbias, const real* dout, const real* inp,
                             const real* weight, int N, int C, int OC) {
-    gemm::gemm_acc(dinp, C, dout, OC, 1, weight, C, 1, N, C, OC);     // dinp (N, C) += dout (N, OC) @ weight (OC, C)
-    gemm::gemm_acc(dweight, C, dout, 1, OC, inp, C, 1, OC, C, N);     // dweight (OC, C) += dout^T @ inp (N, C)
-    if (dbias) {                                                      // dbias += the column sums of dout
+    gemm_cpu::gemm_acc(dinp, C, dout, OC, 1, weight, C, 1, N, C, OC);  // dinp (N, C) += dout (N, OC) @ weight (OC, C)
+    gemm_cpu::gemm_acc(dweight, C, dout, 1, OC, inp, C, 1, OC, C, N);  // dweight (OC, C) += dout^T @ inp (N, C)
+    if (dbias) {                                                       // dbias += the column sums of dout
 #pragma omp parallel for
         for (int o = 0; o < OC; o++) {
             real s = 0;
@@ -247,14 +248,13 @@ static void attention_forward(real* out, real* preatt, real* att, const real* qk
                 const real* q = qkv + ((size_t)b * T + t) * C3 + hd * hs;
                 real* pre = preatt + (((size_t)b * NH + hd) * T + t) * T;
                 real* a = att + (((size_t)b * NH + hd) * T + t) * T;
+                // scores against keys 0..t: pre[t2] = q . k[t2] * scale (gemm_cpu::dots: the plain dot products,
+                // four keys at a time)
+                gemm_cpu::dots<false>(pre, q, qkv + (size_t)b * T * C3 + hd * hs + C, C3, hs, t + 1);
                 real maxv = -INFINITY;
-                for (int t2 = 0; t2 <= t; t2++) {  // scores against keys 0..t
-                    const real* k = qkv + ((size_t)b * T + t2) * C3 + hd * hs + C;
-                    real s = 0;
-                    for (int i = 0; i < hs; i++) s += q[i] * k[i];
-                    s *= scale;
-                    pre[t2] = s;
-                    if (s > maxv) maxv = s;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    pre[t2] *= scale;
+                    if (pre[t2] > maxv) maxv = pre[t2];
                 }
                 real sum = 0;
                 for (int t2 = 0; t2 <= t; t2++) {
@@ -288,15 +288,12 @@ static void attention_backward(real* dqkv, real* dpreatt, real* datt, const real
                 const real* q = qkv + ((size_t)b * T + t) * C3 + hd * hs;
                 real* dq = dqkv + ((size_t)b * T + t) * C3 + hd * hs;
                 const real* g = dout + ((size_t)b * T + t) * C + hd * hs;
-                for (int t2 = 0; t2 <= t; t2++) {  // through out = att @ v
-                    const real* v = qkv + ((size_t)b * T + t2) * C3 + hd * hs + 2 * C;
+                // through out = att @ v: datt[t2] += v[t2] . g (gemm_cpu::dots: the plain dot products), and
+                // dv[t2] += att[t2] g
+                gemm_cpu::dots<true>(da, g, qkv + (size_t)b * T * C3 + hd * hs + 2 * C, C3, hs, t + 1);
+                for (int t2 = 0; t2 <= t; t2++) {
                     real* dv = dqkv + ((size_t)b * T + t2) * C3 + hd * hs + 2 * C;
-                    real s = 0;
-                    for (int i = 0; i < hs; i++) {
-                        s += v[i] * g[i];
-                        dv[i] += a[t2] * g[i];
-                    }
-                    da[t2] += s;
+                    for (int i = 0; i < hs; i++) dv[i] += a[t2] * g[i];
                 }
                 real dot = 0;  // through the softmax
                 for (int t2 = 0; t2 <= t; t2++) dot += a[t2] * da[t2];
@@ -385,7 +382,8 @@ static void qkv_norm_backward(real* dinp, real* const dw[3], real* const db[3], 
 // EXERCISE 7 END
 
 // ----------------------------------------------------------------------------------------------------------------
-// GELU, tanh approximation: gelu(x) = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
+// GELU, tanh approximation: gelu(x) = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))). fast_tanh is tanh, in a
+// form the loops vectorize (host/fast_math.h; the float C library's tanhf to within 1e-7).
 
 static const double GELU_K = 0.79788456080286535588;  // sqrt(2/pi)
 
@@ -393,7 +391,7 @@ static void gelu_forward(real* out, const real* inp, size_t N) {
 #pragma omp parallel for
     for (size_t i = 0; i < N; i++) {
         real x = inp[i];
-        out[i] = (real)0.5 * x * (1 + std::tanh((real)GELU_K * (x + (real)0.044715 * x * x * x)));
+        out[i] = (real)0.5 * x * (1 + fast_tanh((real)GELU_K * (x + (real)0.044715 * x * x * x)));
     }
 }
 
@@ -402,7 +400,7 @@ static void gelu_backward(real* dinp, const real* inp, const real* dout, size_t 
     for (size_t i = 0; i < N; i++) {
         real x = inp[i];
         real u = (real)GELU_K * (x + (real)0.044715 * x * x * x);
-        real th = std::tanh(u);
+        real th = fast_tanh(u);
         real sech2 = 1 - th * th;
         real du = (real)GELU_K * (1 + 3 * (real)0.044715 * x * x);
         dinp[i] += ((real)0.5 * (1 + th) + (real)0.5 * x * sech2 * du) * dout[i];

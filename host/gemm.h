@@ -28,6 +28,7 @@ as zeros into tiles of their own buffer. So the result is the same for any numbe
 every tile; tests/test_gemm.cpp checks it bit for bit against that plain loop, for every tile above.
 */
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -36,7 +37,7 @@ every tile; tests/test_gemm.cpp checks it bit for bit against that plain loop, f
 #include <omp.h>
 #endif
 
-namespace gemm {
+namespace gemm_cpu {
 
 // The register tile: Tile<T, bytes per vector, rows MR, vectors NV>. Native<T> is the one for the vector width the
 // compiler targets; the tests run the others too (a wider vector than the machine's is split in two by the compiler).
@@ -115,15 +116,36 @@ template <typename T> static T* scratch(T** buf, size_t* have, size_t need) {
     return *buf;
 }
 
-// C (M, N) += A (M, K) @ B (K, N); see the top of this file
+// One step of every sum, c + a b, rounded as the microkernel rounds it (see the top of this file)
+template <typename T> static inline T madd(T c, T a, T b) { return FUSED ? std::fma(a, b, c) : c + a * b; }
+
+// The same product without packing, for the small ones (the tests' models): the same order, so the same result
+template <typename T>
+static void gemm_small(T* c, size_t ldc, const T* a, size_t sam, size_t sak, const T* b, size_t sbk, size_t sbn,
+                       int M, int N, int K) {
+    for (int m = 0; m < M; m++)
+        for (int k = 0; k < K; k++) {  // row m of C, one k after the other: each element still in k order
+            T amk = a[m * sam + k * sak];
+            const T* bk = b + k * sbk;
+            T* cm = c + (size_t)m * ldc;
+            if (sbn == 1)
+                for (int n = 0; n < N; n++) cm[n] = madd(cm[n], amk, bk[n]);
+            else
+                for (int n = 0; n < N; n++) cm[n] = madd(cm[n], amk, bk[n * sbn]);
+        }
+}
+
+// C (M, N) += A (M, K) @ B (K, N), packed; see the top of this file
 template <typename T, typename S = Native<T>>
-static void gemm_acc(T* c, size_t ldc, const T* a, size_t sam, size_t sak, const T* b, size_t sbk, size_t sbn,
-                     int M, int N, int K) {
+static void gemm_packed(T* c, size_t ldc, const T* a, size_t sam, size_t sak, const T* b, size_t sbk, size_t sbn,
+                        int M, int N, int K) {
     if (M <= 0 || N <= 0 || K <= 0) return;
     const int MR = S::MR, NR = S::NR, KC = S::KC, NC = S::NC;
     int threads = 1;
 #ifdef _OPENMP
-    threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+    // a small product on one thread: below about a million multiply-adds (tens of microseconds) the threads' start
+    // and their two barriers a block cost more than they share (and much more where the cores are busy)
+    if (!omp_in_parallel() && (double)M * N * K >= (1 << 20)) threads = omp_get_max_threads();
 #endif
     // the rows in blocks of at most S::MC, as many blocks as a multiple of the threads, as even as the strips of
     // MR rows allow (the blocks only say which thread does which rows, not how anything is summed)
@@ -211,4 +233,45 @@ static void gemm_acc(T* c, size_t ldc, const T* a, size_t sam, size_t sak, const
     }
 }
 
-}  // namespace gemm
+// Dot products of one vector with several rows, for attention's scores (q . k[t2]) and its backward (v[t2] . g):
+// out[j] = x . rows[j] (ACC: out[j] += it), x and each row n numbers, row j at rows + j * stride, j < count. Each
+// dot is summed over i = 0 .. n - 1 in order from 0, as the plain loop `s += x[i] * r[i]` is, so the result is that
+// loop's bit for bit; four rows at once, because one such sum waits on its previous step (about 4 cycles), four
+// independent ones do not.
+template <bool ACC, typename T>
+static inline void dots(T* out, const T* x, const T* rows, size_t stride, int n, int count) {
+    int j = 0;
+    for (; j + 4 <= count; j += 4) {
+        const T *r0 = rows + j * stride, *r1 = r0 + stride, *r2 = r1 + stride, *r3 = r2 + stride;
+        T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (int i = 0; i < n; i++) {
+            s0 += x[i] * r0[i];
+            s1 += x[i] * r1[i];
+            s2 += x[i] * r2[i];
+            s3 += x[i] * r3[i];
+        }
+        out[j] = ACC ? out[j] + s0 : s0;
+        out[j + 1] = ACC ? out[j + 1] + s1 : s1;
+        out[j + 2] = ACC ? out[j + 2] + s2 : s2;
+        out[j + 3] = ACC ? out[j + 3] + s3 : s3;
+    }
+    for (; j < count; j++) {
+        const T* r = rows + j * stride;
+        T s = 0;
+        for (int i = 0; i < n; i++) s += x[i] * r[i];
+        out[j] = ACC ? out[j] + s : s;
+    }
+}
+
+// C (M, N) += A (M, K) @ B (K, N): what the model calls. Below about 64 thousand multiply-adds packing costs more
+// than it saves; both paths give the same result (tests/test_gemm.cpp runs both on every shape).
+template <typename T>
+static void gemm_acc(T* c, size_t ldc, const T* a, size_t sam, size_t sak, const T* b, size_t sbk, size_t sbn,
+                     int M, int N, int K) {
+    if ((double)M * N * K < (1 << 16))
+        gemm_small(c, ldc, a, sam, sak, b, sbk, sbn, M, N, K);
+    else
+        gemm_packed(c, ldc, a, sam, sak, b, sbk, sbn, M, N, K);
+}
+
+}  // namespace gemm_cpu

@@ -1,9 +1,10 @@
 // host/gemm.h, the CPU's fast matrix product C += A @ B, bit for bit against the plain loop in the order its top
-// comment states: c <- c + A(m, k) B(k, n) for k = 0, 1, ..., K - 1, one rounding each where gemm::FUSED (an FMA),
+// comment states: c <- c + A(m, k) B(k, n) for k = 0, 1, ..., K - 1, one rounding each where gemm_cpu::FUSED (an FMA),
 // two where not. For each register tile (AVX-512's, AVX2's and the 16-byte one, whatever this machine has: a
 // vector wider than the machine's is split by the compiler), float and double, A and B plain or transposed views,
 // 1, 2 and 3 threads, on shapes that reach every path: edge tiles in M and N, more than one K block (KC = 256) and
-// N block (NC = 4096), fewer row blocks than threads (the panels shared out). tests/test_reference.cpp holds the
+// N block (NC = 4096), fewer row blocks than threads (the panels shared out); and the unpacked path that small
+// products take (gemm_small), the same order. tests/test_reference.cpp holds the
 // model's products (matmul_forward, matmul_backward) to the naive loops, the math, within float32's rounding bound.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include "doctest.h"
@@ -12,9 +13,9 @@
 #include <cstdint>
 #include <vector>
 
-template <typename T> static T step(T c, T a, T b) { return gemm::FUSED ? std::fma(a, b, c) : c + a * b; }
+template <typename T> static T step(T c, T a, T b) { return gemm_cpu::FUSED ? std::fma(a, b, c) : c + a * b; }
 
-// the plain loop, in the order gemm_acc promises
+// the plain loop, in the order gemm_packed and gemm_small promise
 template <typename T>
 static void gemm_plain(T* c, size_t ldc, const T* a, size_t sam, size_t sak, const T* b, size_t sbk, size_t sbn,
                        int M, int N, int K) {
@@ -58,13 +59,21 @@ template <typename T, typename S> static void check_tile(const char* name) {
                     CAPTURE(threads);
                     omp_set_num_threads(threads);
                     std::vector<T> got(c0);
-                    gemm::gemm_acc<T, S>(got.data(), N, a.data(), sam, sak, b.data(), sbk, sbn, M, N, K);
+                    gemm_cpu::gemm_packed<T, S>(got.data(), N, a.data(), sam, sak, b.data(), sbk, sbn, M, N, K);
                     REQUIRE(memcmp(got.data(), want.data(), got.size() * sizeof(T)) == 0);
+                }
+                {  // the unpacked path for small products, and what the model calls
+                    std::vector<T> small(c0), called(c0);
+                    gemm_cpu::gemm_small(small.data(), N, a.data(), sam, sak, b.data(), sbk, sbn, M, N, K);
+                    REQUIRE(memcmp(small.data(), want.data(), want.size() * sizeof(T)) == 0);
+                    gemm_cpu::gemm_acc(called.data(), N, a.data(), sam, sak, b.data(), sbk, sbn, M, N, K);
+                    REQUIRE(memcmp(called.data(), want.data(), want.size() * sizeof(T)) == 0);
                 }
                 // the check can fail: the same product with B's last row (k = K - 1) left out differs from it
                 if (K > 1) {
                     std::vector<T> short_by_one(c0);
-                    gemm::gemm_acc<T, S>(short_by_one.data(), N, a.data(), sam, sak, b.data(), sbk, sbn, M, N, K - 1);
+                    gemm_cpu::gemm_packed<T, S>(short_by_one.data(), N, a.data(), sam, sak, b.data(), sbk, sbn, M, N,
+                                                K - 1);
                     CHECK(memcmp(short_by_one.data(), want.data(), want.size() * sizeof(T)) != 0);
                 }
                 cases++;
@@ -73,20 +82,20 @@ template <typename T, typename S> static void check_tile(const char* name) {
     omp_set_num_threads(2);
     MESSAGE(std::string(name) << ": " << cases << " products bit for bit (tile " << S::MR << " x " << S::NR << ", "
                               << S::VL << " numbers a vector), the multiply-add "
-                              << std::string(gemm::FUSED ? "fused" : "not fused"));
+                              << std::string(gemm_cpu::FUSED ? "fused" : "not fused"));
 }
 
 TEST_CASE("gemm_acc: every tile, bit for bit the plain loop in its stated order") {
-    check_tile<float, gemm::Tile<float, 64, 12, 2>>("float, AVX-512's tile");
-    check_tile<float, gemm::Tile<float, 32, 6, 2>>("float, AVX2's tile");
-    check_tile<float, gemm::Tile<float, 16, 6, 2>>("float, the 16-byte tile");
-    check_tile<double, gemm::Tile<double, 64, 12, 2>>("double, AVX-512's tile");
-    check_tile<double, gemm::Tile<double, 32, 6, 2>>("double, AVX2's tile");
-    check_tile<float, gemm::Native<float>>("float, this machine's tile");
+    check_tile<float, gemm_cpu::Tile<float, 64, 12, 2>>("float, AVX-512's tile");
+    check_tile<float, gemm_cpu::Tile<float, 32, 6, 2>>("float, AVX2's tile");
+    check_tile<float, gemm_cpu::Tile<float, 16, 6, 2>>("float, the 16-byte tile");
+    check_tile<double, gemm_cpu::Tile<double, 64, 12, 2>>("double, AVX-512's tile");
+    check_tile<double, gemm_cpu::Tile<double, 32, 6, 2>>("double, AVX2's tile");
+    check_tile<float, gemm_cpu::Native<float>>("float, this machine's tile");
 }
 
 TEST_CASE("gemm_acc: nothing to do leaves C as it was") {
     std::vector<float> c(12, 3.0f), a(12, 1.0f), b(12, 1.0f);
-    gemm::gemm_acc(c.data(), 4, a.data(), 3, 1, b.data(), 4, 1, 3, 4, 0);  // K = 0: C += nothing
+    gemm_cpu::gemm_acc(c.data(), 4, a.data(), 3, 1, b.data(), 4, 1, 3, 4, 0);  // K = 0: C += nothing
     for (float x : c) CHECK(x == 3.0f);
 }

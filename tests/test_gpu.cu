@@ -38,6 +38,8 @@
 
 // the shared host plumbing once, at global scope; its #pragma once makes the reference's own include a no-op
 #include "../host/train_loop.h"
+#include "../host/fast_math.h"
+#include "../host/gemm.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif

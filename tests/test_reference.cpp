@@ -120,6 +120,25 @@ TEST_CASE("matmul: the plain loops and the fast products agree") {
     }
 }
 
+// GELU's tanh (host/fast_math.h) against the exact one, in double: as close in absolute terms as the float C
+// library's tanhf, over every float in [-2^-20, 2^-20] on a grid and [-20, 20] every 2^-14, and +-inf and 0 exact.
+TEST_CASE("fast_tanh: within 1e-7 of tanh everywhere, as tanhf is") {
+    double worst = 0, worst_libm = 0, at = 0;
+    auto visit = [&](float u) {
+        double exact = std::tanh((double)u), e = std::fabs((double)fast_tanh(u) - exact);
+        if (e > worst) worst = e, at = u;
+        worst_libm = std::max(worst_libm, std::fabs((double)std::tanh(u) - exact));
+    };
+    for (int i = -(1 << 20); i <= (1 << 20); i++) visit((float)std::ldexp((double)i, -40));
+    for (int i = -20 * (1 << 14); i <= 20 * (1 << 14); i++) visit((float)std::ldexp((double)i, -14));
+    MESSAGE("fast_tanh: worst absolute error " << worst << " (at " << at << "), tanhf's " << worst_libm);
+    CHECK(worst <= 1e-7);
+    CHECK(fast_tanh(INFINITY) == 1.0f);
+    CHECK(fast_tanh(-INFINITY) == -1.0f);
+    CHECK(fast_tanh(0.0f) == 0.0f);
+    CHECK(fast_tanh(1e30f) == 1.0f);
+}
+
 TEST_CASE("causality: logits at t do not change when tokens after t change") {
     for (auto& lay : CASES) {
         GPT2 m;
