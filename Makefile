@@ -252,9 +252,11 @@ test:
 	@$(MAKE) --no-print-directory -j$(NPROC) $(CPU_BINS) $(EMU_BINS) data/kjv/kjv_train.bin
 	TORCH_PY=$(TORCH_PY) bash tests/run_all.sh --build-cuda
 
-# CPU speed at GPT-2 small (d12, vocabulary 50257, -b 4 -t 64) for each layout: a table, not a test
+# CPU speed, one table from interleaved rounds: llm.c's train_gpt2.c (from $LLMC or ../llm.c, skipped where absent),
+# this trainer's layouts at d12 and at the experiments' shapes, the machine's peak (tests/bench_cpu.py: a measurement,
+# not a test). BENCH_CPU_ARGS="--quick" for a short check; BENCH_CPU_BASE=other/reference_cpu to compare two builds
 bench-cpu: reference_cpu
-	bash tests/bench_cpu.sh
+	$(PYTHON) tests/bench_cpu.py $(BENCH_CPU_ARGS)
 
 # GPU speed for d12..d48 and each layout beside the PyTorch peer, one table (tests/bench_gpu.sh; needs a GPU; on a
 # lent GPU, tests/gpu_check.sh runs it at d12 and d48 as its last stage)

@@ -490,8 +490,14 @@ expect_error "a prompt byte the vocabulary lacks" "is no token of the vocabulary
     $BIN "${DATA[@]}" "${TINY[@]}" -x 0 --vocab 60 --tokenizer "$TMP/tok60.bin" --prompt "~"
 expect_error "sampling without a tokenizer" "no tokenizer beside" $BIN -i "$TMP/none_*.bin" --vocab 256 -x 0 --prompt "a"
 
-# ---- tests/bench_cpu.sh: a table of medians needs timed steps (it printed a row from none)
-expect_error "tests/bench_cpu.sh 1: no timed step" "steps must be a whole number of at least 2" bash tests/bench_cpu.sh 1
+# ---- tests/bench_cpu.py (make bench-cpu): a table of medians needs timed steps (it printed a row from none), and llm.c
+# stops before its step 20 (it samples there); the flags are checked before anything is built or run
+expect_error "tests/bench_cpu.py --steps 0: no timed step" "steps must be a whole number of timed steps from 1 to 19" \
+    $PY tests/bench_cpu.py --steps 0
+expect_error "tests/bench_cpu.py --steps 20: llm.c samples at step 20" "from 1 to 19 with llm.c" \
+    $PY tests/bench_cpu.py --steps 20
+expect_error "tests/bench_cpu.py --parts: a part it has not" "--parts takes a list of llmc, d12 and science" \
+    $PY tests/bench_cpu.py --parts llmc,gpu
 
 # ---- tools/plot_runs.py: the runs side by side in one picture
 PLOT_PY=${TORCH_PY:-/usr/bin/python3}  # Debian's Python, which has matplotlib (make test installs it)
