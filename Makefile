@@ -127,6 +127,10 @@ tests/test_reference: tests/test_reference.cpp reference_cpu.cpp $(HOST)
 tests/test_gemm: tests/test_gemm.cpp host/gemm.h host/utils.h
 	$(CXX) $(TESTFLAGS) -o $@ $<
 
+# the matrix products alone at the step's shapes, for tests/bench_cpu.py (a measurement, not a test)
+tests/bench_gemm: tests/bench_gemm.cpp host/gemm.h host/utils.h
+	$(CXX) $(TESTFLAGS) -o $@ $<
+
 # the float32 reference's outputs for one step, for the independent PyTorch check (tests/torch_check.py)
 tests/ref_tool: tests/ref_tool.cpp reference_cpu.cpp $(HOST)
 	$(CXX) $(CXXFLAGS) $(OMPFLAGS) -o $@ $<

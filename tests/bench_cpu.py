@@ -3,7 +3,7 @@
 beside the machine's peak, all measured in the same run in interleaved rounds. A measurement, not a test: nothing
 here asserts a time.
 
-    python3 tests/bench_cpu.py [--rounds 3] [--steps 5] [--parts llmc,d12,science] [--quick]
+    python3 tests/bench_cpu.py [--rounds 3] [--steps 5] [--parts llmc,d12,science,gemm] [--quick]
                                [--layouts pre,post,siamese,hybrid,siamese-hybrid,hc] [--depths 8,16]
                                [--threads 1,2] [--d12-threads 2] [--base PATH]
     make bench-cpu [BENCH_CPU_ARGS="--quick"]
@@ -24,6 +24,8 @@ What runs, in each round (default 3), in this order:
   - ./reference_cpu at the science shapes (part science), those of experiments/depth_scaling.py's CPU preset:
     --layers N --channels 64 --heads 4 --max-seq-len 64 -b 16 -t 64 on random bytes (vocabulary 256), N in
     --depths (default 8 and 16), at --threads (default 1, as the campaigns run, and 2)
+  - after the rounds (part gemm), the matrix products alone: tests/bench_gemm times host/gemm.h at the step's
+    shapes (each layer's forward and its backward's two products, d12 and C64), beside the FMA loop run just before
   - with --base PATH (or BENCH_CPU_BASE=PATH), another build of the trainer right after each of this build's runs,
     labeled "base", so that two versions are compared under the same conditions.
 
@@ -98,7 +100,8 @@ def parse_args(argv):
     p.add_argument("--rounds", default="3", help="interleaved rounds (default 3)")
     p.add_argument("--steps", default="5", help="timed steps a run, after its untimed first (default 5; at most "
                    "%d with llm.c, which samples at step 20)" % LLMC_MAX_STEPS)
-    p.add_argument("--parts", default="llmc,d12,science", help="what to run: llmc, d12, science (default all)")
+    p.add_argument("--parts", default="llmc,d12,science,gemm",
+                   help="what to run: llmc, d12, science, gemm (the products alone; default all)")
     p.add_argument("--layouts", default=",".join(LAYOUTS), help="this trainer's layouts (default %(default)s)")
     p.add_argument("--depths", default="8,16", help="science shapes' layers (default %(default)s)")
     p.add_argument("--threads", default="1,2", help="science shapes' thread counts (default %(default)s)")
@@ -115,8 +118,10 @@ def parse_args(argv):
             if "--" + flag not in given:
                 setattr(a, flag, value)
     parts = [s.strip() for s in a.parts.split(",") if s.strip()]
-    if not parts or any(s not in ("llmc", "d12", "science") for s in parts):
-        raise BenchError("--parts takes a list of llmc, d12 and science, got '%s'" % a.parts)
+    if not parts or any(s not in ("llmc", "d12", "science", "gemm") for s in parts):
+        raise BenchError("--parts takes a list of llmc, d12, science and gemm, got '%s'" % a.parts)
+    if "gemm" in parts and not ({"d12", "science"} & set(parts)):
+        raise BenchError("--parts gemm runs at the thread counts of the trainer's rows: give d12 or science with it")
     a.parts = parts
     if not re.fullmatch(r"[0-9]+", a.rounds) or int(a.rounds) < 1:
         raise BenchError("--rounds must be a whole number of at least 1, got '%s'" % a.rounds)
@@ -546,6 +551,19 @@ def bench(a, info, load_start, tmp, say):
     print(fmt_table(rows, right))
     write = lambda text: print(textwrap.fill(text, 118, subsequent_indent="    ", break_on_hyphens=False,
                                              break_long_words=False))
+
+    # the matrix products alone, at the step's shapes, against the FMA loop run just before them
+    if "gemm" in a.parts:
+        say("the matrix products alone (tests/bench_gemm)")
+        sh(["make", "-s", "-C", ROOT, "tests/bench_gemm"], "make tests/bench_gemm")
+        now = [measure_peak(fma, t)[0] for t in thread_counts]
+        print()
+        write("The matrix products alone (tests/bench_gemm: host/gemm.h at the shapes of a training step, with the "
+              "strides matmul_forward and matmul_backward give them; the best of 7 calls each; %% peak: of the FMA "
+              "loop run just before, %s):" % ", ".join("%d thread%s %.1f GFLOP/s" % (t, "s"[:t > 1], g)
+                                                       for t, g in zip(thread_counts, now)))
+        print(sh([os.path.join(ROOT, "tests", "bench_gemm"), ",".join(str(t) for t in thread_counts),
+                  ",".join("%.1f" % g for g in now)], "tests/bench_gemm").rstrip())
 
     # the footer
     print()

@@ -496,7 +496,7 @@ expect_error "tests/bench_cpu.py --steps 0: no timed step" "steps must be a whol
     $PY tests/bench_cpu.py --steps 0
 expect_error "tests/bench_cpu.py --steps 20: llm.c samples at step 20" "from 1 to 19 with llm.c" \
     $PY tests/bench_cpu.py --steps 20
-expect_error "tests/bench_cpu.py --parts: a part it has not" "--parts takes a list of llmc, d12 and science" \
+expect_error "tests/bench_cpu.py --parts: a part it has not" "--parts takes a list of llmc, d12, science and gemm" \
     $PY tests/bench_cpu.py --parts llmc,gpu
 
 # ---- tools/plot_runs.py: the runs side by side in one picture
