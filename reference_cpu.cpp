@@ -210,7 +210,8 @@ static void layernorm_backward(const LayerNorm& ln, real* dinp, const real* dout
 // The same products, fast: host/gemm.h (a first reading skips it), packed panels and a register-blocked kernel
 // for the machine's vector width. Each is one call of C += A @ B with A and B read through strides. Every output
 // is summed over k in increasing order from the value already there (here the bias), so the result is the same for
-// any number of threads; tests/test_reference.cpp holds it to the plain loops above and to that order bit for bit.
+// any number of threads; tests/test_reference.cpp holds it to the plain loops above (within rounding), and
+// tests/test_gemm.cpp to that order bit for bit.
 
 // out = bias; out += inp (N, C) @ weight^T:  A(n, i) = inp[n C + i],  B(i, o) = weight[o C + i]
 static void matmul_forward(real* out, const real* inp, const real* weight, const real* bias, int N, int C, int OC) {
