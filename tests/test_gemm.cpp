@@ -1,11 +1,11 @@
 // host/gemm.h, the CPU's fast matrix product C += A @ B, bit for bit against the plain loop in the order its top
-// comment states: c <- c + A(m, k) B(k, n) for k = 0, 1, ..., K - 1, one rounding each where gemm_cpu::FUSED (an FMA),
-// two where not. For each register tile (AVX-512's, AVX2's and the 16-byte one, whatever this machine has: a
+// comment states: c <- c + A(m, k) B(k, n) for k = 0, 1, ..., K - 1, one rounding each where gemm_cpu::FUSED (an
+// FMA), two where not. For each register tile (AVX-512's, AVX2's and the 16-byte one, whatever this machine has: a
 // vector wider than the machine's is split by the compiler), float and double, A and B plain or transposed views,
 // 1, 2 and 3 threads, on shapes that reach every path: edge tiles in M and N, more than one K block (KC = 256) and
 // N block (NC = 4096), fewer row blocks than threads (the panels shared out); and the unpacked path that small
-// products take (gemm_small), the same order. tests/test_reference.cpp holds the
-// model's products (matmul_forward, matmul_backward) to the naive loops, the math, within float32's rounding bound.
+// products take (gemm_small), the same order. tests/test_reference.cpp holds the model's products (matmul_forward,
+// matmul_backward) to the naive loops, the math, within float32's rounding bound.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include "doctest.h"
 #include "../host/gemm.h"
