@@ -73,8 +73,8 @@ int main(int argc, char** argv) {
                            peaks.empty() ? "" : std::to_string((int)(100 * fl / s / 1e9 / peaks[ti] + 0.5)).c_str());
                 }
             }
-            printf("%-12s %-8s %-22s %3d %9.1f %8s\n", md.name, "all", "every product above", th,
-                   flops_all / time_all / 1e9,
-                   peaks.empty() ? "" : std::to_string((int)(100 * flops_all / time_all / 1e9 / peaks[ti] + 0.5)).c_str());
+            double rate = flops_all / time_all / 1e9;
+            printf("%-12s %-8s %-22s %3d %9.1f %8s\n", md.name, "all", "every product above", th, rate,
+                   peaks.empty() ? "" : std::to_string((int)(100 * rate / peaks[ti] + 0.5)).c_str());
         }
 }
