@@ -240,76 +240,97 @@ static void matmul_backward(real* dinp, real* dweight, real* dbias, const real* 
 // ----------------------------------------------------------------------------------------------------------------
 // attention: qkv (B, T, 3C) holds q, k, v; NH heads of size hs = C/NH. Causal softmax(q.k / sqrt(hs)) @ v.
 // Caches preatt (the scaled scores) and att (the softmax), both (B, NH, T, T), for the backward pass.
+// Every sum below runs over its index in order (i for a dot product, t2 for a sum over keys, t over queries), so the
+// result does not depend on the threads. The sums are gemm_cpu::weighted_rows calls (host/gemm.h, which a first
+// reading skips): out[i] = sum over j of coef[j] rows[j][i], the plain loop with its running sums kept in registers.
+// For the dot products q . k[t2] of all keys at once, each head's keys are first copied transposed (kT), so that
+// along t2 they are rows too; the same for the values in the backward pass.
 
 static void attention_forward(real* out, real* preatt, real* att, const real* qkv, int B, int T, int C, int NH) {
     int C3 = 3 * C, hs = C / NH;
     real scale = 1 / std::sqrt((real)hs);
-#pragma omp parallel for collapse(3)
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++)
+#pragma omp parallel
+    {
+        std::vector<real> kT((size_t)hs * T);  // one head's keys, transposed: kT[i T + t2] = k[t2][i]
+#pragma omp for collapse(2)
+        for (int b = 0; b < B; b++)
             for (int hd = 0; hd < NH; hd++) {
-                const real* q = qkv + ((size_t)b * T + t) * C3 + hd * hs;
-                real* pre = preatt + (((size_t)b * NH + hd) * T + t) * T;
-                real* a = att + (((size_t)b * NH + hd) * T + t) * T;
-                // scores against keys 0..t: pre[t2] = q . k[t2] * scale (gemm_cpu::dots: the plain dot products,
-                // four keys at a time)
-                gemm_cpu::dots<false>(pre, q, qkv + (size_t)b * T * C3 + hd * hs + C, C3, hs, t + 1);
-                real maxv = -INFINITY;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    pre[t2] *= scale;
-                    if (pre[t2] > maxv) maxv = pre[t2];
-                }
-                real sum = 0;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    a[t2] = std::exp(pre[t2] - maxv);
-                    sum += a[t2];
-                }
-                for (int t2 = 0; t2 <= t; t2++) a[t2] /= sum;
-                for (int t2 = t + 1; t2 < T; t2++) pre[t2] = a[t2] = 0;  // masked: no weight on the future
-                real* o = out + ((size_t)b * T + t) * C + hd * hs;
-                for (int i = 0; i < hs; i++) o[i] = 0;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const real* v = qkv + ((size_t)b * T + t2) * C3 + hd * hs + 2 * C;
-                    for (int i = 0; i < hs; i++) o[i] += a[t2] * v[i];
+                const real* q0 = qkv + (size_t)b * T * C3 + hd * hs;  // q[t] = q0 + t C3, k[t] = q0 + t C3 + C, ...
+                for (int t2 = 0; t2 < T; t2++)
+                    for (int i = 0; i < hs; i++) kT[(size_t)i * T + t2] = q0[(size_t)t2 * C3 + C + i];
+                for (int t = 0; t < T; t++) {
+                    real* pre = preatt + (((size_t)b * NH + hd) * T + t) * T;
+                    real* a = att + (((size_t)b * NH + hd) * T + t) * T;
+                    // scores against keys 0..t: pre[t2] = (q . k[t2]) * scale. The keys past t up to a multiple of 8
+                    // cost no more (a vector holds 8); they are masked below.
+                    int n = std::min(T, (t + 8) / 8 * 8);
+                    gemm_cpu::weighted_rows<false>(pre, q0 + (size_t)t * C3, kT.data(), T, n, hs);
+                    real maxv = -INFINITY;
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        pre[t2] *= scale;
+                        if (pre[t2] > maxv) maxv = pre[t2];
+                    }
+                    real sum = 0;
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        a[t2] = std::exp(pre[t2] - maxv);
+                        sum += a[t2];
+                    }
+                    for (int t2 = 0; t2 <= t; t2++) a[t2] /= sum;
+                    for (int t2 = t + 1; t2 < T; t2++) pre[t2] = a[t2] = 0;  // masked: no weight on the future
+                    // out[t] = sum over t2 <= t of a[t2] v[t2]
+                    gemm_cpu::weighted_rows<false>(out + ((size_t)b * T + t) * C + hd * hs, a, q0 + 2 * C, C3, hs,
+                                                   t + 1);
                 }
             }
+    }
 }
 
-// Per query t: dv[t2] += att[t2] * dout;  datt[t2] = v[t2] . dout;  dpre = att * (datt - sum(att * datt));
-// dq += dpre[t2] * k[t2] * scale;  dk[t2] += dpre[t2] * q * scale. Parallel over (b, hd): each owns its slices.
+// With g = dout[t] (this head's part) and d = dpre[t2] * scale:  datt[t][t2] += v[t2] . g;  dpre = att * (datt -
+// sum(att * datt));  dq[t] += sum over t2 <= t of d k[t2];  and, as sums over the queries t >= t2 that see key t2,
+// dk[t2] += sum of d q[t], dv[t2] += sum of att[t][t2] g[t]. So two passes per head: the queries, then the keys.
+// Parallel over (b, hd): each owns its slices of every buffer.
 static void attention_backward(real* dqkv, real* dpreatt, real* datt, const real* dout, const real* qkv,
                                const real* att, int B, int T, int C, int NH) {
     int C3 = 3 * C, hs = C / NH;
     real scale = 1 / std::sqrt((real)hs);
-#pragma omp parallel for collapse(2)
-    for (int b = 0; b < B; b++)
-        for (int hd = 0; hd < NH; hd++)
-            for (int t = 0; t < T; t++) {
-                const real* a = att + (((size_t)b * NH + hd) * T + t) * T;
-                real* da = datt + (((size_t)b * NH + hd) * T + t) * T;
-                real* dpre = dpreatt + (((size_t)b * NH + hd) * T + t) * T;
-                const real* q = qkv + ((size_t)b * T + t) * C3 + hd * hs;
-                real* dq = dqkv + ((size_t)b * T + t) * C3 + hd * hs;
-                const real* g = dout + ((size_t)b * T + t) * C + hd * hs;
-                // through out = att @ v: datt[t2] += v[t2] . g (gemm_cpu::dots: the plain dot products), and
-                // dv[t2] += att[t2] g
-                gemm_cpu::dots<true>(da, g, qkv + (size_t)b * T * C3 + hd * hs + 2 * C, C3, hs, t + 1);
-                for (int t2 = 0; t2 <= t; t2++) {
-                    real* dv = dqkv + ((size_t)b * T + t2) * C3 + hd * hs + 2 * C;
-                    for (int i = 0; i < hs; i++) dv[i] += a[t2] * g[i];
+#pragma omp parallel
+    {
+        std::vector<real> vT((size_t)hs * T), w(T);  // one head's values, transposed: vT[i T + t2] = v[t2][i]
+#pragma omp for collapse(2)
+        for (int b = 0; b < B; b++)
+            for (int hd = 0; hd < NH; hd++) {
+                const real* q0 = qkv + (size_t)b * T * C3 + hd * hs;  // q[t] = q0 + t C3, k[t] = q0 + t C3 + C, ...
+                real* dq0 = dqkv + (size_t)b * T * C3 + hd * hs;      // the same for dq, dk, dv
+                const real* g0 = dout + (size_t)b * T * C + hd * hs;  // g[t] = g0 + t C
+                const real* a0 = att + ((size_t)b * NH + hd) * T * T;  // att[t][t2] = a0[t T + t2]
+                real* da0 = datt + ((size_t)b * NH + hd) * T * T;
+                real* dpre0 = dpreatt + ((size_t)b * NH + hd) * T * T;
+                for (int t2 = 0; t2 < T; t2++)
+                    for (int i = 0; i < hs; i++) vT[(size_t)i * T + t2] = q0[(size_t)t2 * C3 + 2 * C + i];
+                for (int t = 0; t < T; t++) {  // the queries: datt, dpreatt, dq
+                    const real* a = a0 + (size_t)t * T;
+                    real *da = da0 + (size_t)t * T, *dpre = dpre0 + (size_t)t * T;
+                    // through out = att @ v: datt[t2] += v[t2] . g (as the forward's scores: up to a multiple of 8)
+                    gemm_cpu::weighted_rows<false>(w.data(), g0 + (size_t)t * C, vT.data(), T,
+                                                   std::min(T, (t + 8) / 8 * 8), hs);
+                    for (int t2 = 0; t2 <= t; t2++) da[t2] += w[t2];
+                    real dot = 0;  // through the softmax
+                    for (int t2 = 0; t2 <= t; t2++) dot += a[t2] * da[t2];
+                    for (int t2 = 0; t2 <= t; t2++) dpre[t2] += a[t2] * (da[t2] - dot);
+                    // through the scores (q . k[t2]) * scale
+                    for (int t2 = 0; t2 <= t; t2++) w[t2] = dpre[t2] * scale;
+                    gemm_cpu::weighted_rows<true>(dq0 + (size_t)t * C3, w.data(), q0 + C, C3, hs, t + 1);
                 }
-                real dot = 0;  // through the softmax
-                for (int t2 = 0; t2 <= t; t2++) dot += a[t2] * da[t2];
-                for (int t2 = 0; t2 <= t; t2++) dpre[t2] += a[t2] * (da[t2] - dot);
-                for (int t2 = 0; t2 <= t; t2++) {  // through the scores q.k * scale
-                    const real* k = qkv + ((size_t)b * T + t2) * C3 + hd * hs + C;
-                    real* dk = dqkv + ((size_t)b * T + t2) * C3 + hd * hs + C;
-                    for (int i = 0; i < hs; i++) {
-                        dq[i] += dpre[t2] * k[i] * scale;
-                        dk[i] += dpre[t2] * q[i] * scale;
-                    }
+                for (int t2 = 0; t2 < T; t2++) {  // the keys: dv and dk, each over the queries t = t2 .. T - 1
+                    for (int t = t2; t < T; t++) w[t] = a0[(size_t)t * T + t2];
+                    gemm_cpu::weighted_rows<true>(dq0 + (size_t)t2 * C3 + 2 * C, w.data() + t2,
+                                                  g0 + (size_t)t2 * C, C, hs, T - t2);
+                    for (int t = t2; t < T; t++) w[t] = dpre0[(size_t)t * T + t2] * scale;
+                    gemm_cpu::weighted_rows<true>(dq0 + (size_t)t2 * C3 + C, w.data() + t2, q0 + (size_t)t2 * C3,
+                                                  C3, hs, T - t2);
                 }
             }
+    }
 }
 
 // ----------------------------------------------------------------------------------------------------------------

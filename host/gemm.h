@@ -66,6 +66,22 @@ static const bool FUSED = true;
 static const bool FUSED = false;
 #endif
 
+// c + a * b for a vector b and a number a, one FMA per lane where FUSED (std::fma lane by lane, which GCC compiles to
+// one vector FMA here), else a multiply and an add. For a lone chain of them in a loop: there GCC's tuning for AMD's
+// Zen (-march=native on such a machine) leaves `c += a * b` as a multiply and an add (a shorter latency there), which
+// would round differently from the plain loop. Where several chains run side by side (the microkernel's tile, the
+// wider blocks of weighted_rows) GCC fuses `+=` itself, and better than it compiles this; tests/test_gemm.cpp holds
+// every path to the plain loop bit for bit, so a compiler that did otherwise would fail it.
+template <typename V, typename T> static inline void vmadd(V& c, T a, const V& b) {
+    if (!FUSED) {
+        c += a * b;
+        return;
+    }
+    const int VL = sizeof(V) / sizeof(T);
+#pragma GCC unroll 16
+    for (int l = 0; l < VL; l++) c[l] = std::fma(a, b[l], c[l]);
+}
+
 // The microkernel: the MR x NR tile at c (row stride ldc) += the packed A strip (kc x MR) times the packed B
 // panel (kc x NR), one k after the other.
 template <typename T, typename S>
@@ -233,33 +249,47 @@ static void gemm_packed(T* c, size_t ldc, const T* a, size_t sam, size_t sak, co
     }
 }
 
-// Dot products of one vector with several rows, for attention's scores (q . k[t2]) and its backward (v[t2] . g):
-// out[j] = x . rows[j] (ACC: out[j] += it), x and each row n numbers, row j at rows + j * stride, j < count. Each
-// dot is summed over i = 0 .. n - 1 in order from 0, as the plain loop `s += x[i] * r[i]` is, so the result is that
-// loop's bit for bit; four rows at once, because one such sum waits on its previous step (about 4 cycles), four
-// independent ones do not.
-template <bool ACC, typename T>
-static inline void dots(T* out, const T* x, const T* rows, size_t stride, int n, int count) {
-    int j = 0;
-    for (; j + 4 <= count; j += 4) {
-        const T *r0 = rows + j * stride, *r1 = r0 + stride, *r2 = r1 + stride, *r3 = r2 + stride;
-        T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        for (int i = 0; i < n; i++) {
-            s0 += x[i] * r0[i];
-            s1 += x[i] * r1[i];
-            s2 += x[i] * r2[i];
-            s3 += x[i] * r3[i];
+// A weighted sum of rows, for attention (its scores, its output and its backward): out[i] = sum over j of coef[j] *
+// rows[j * stride + i] for i < n, j < count (ACC: out[i] += it, the sum starting from out[i]; else from 0). Each
+// element is summed over j in order, one multiply-add a step, as the plain loop `for j: for i: out[i] += coef[j] *
+// row_j[i]` sums it; but the running sums stay in vector registers, a few vectors at once, instead of going to memory
+// and back at every j (that round trip, not the arithmetic, is what limits the plain loop).
+template <bool ACC, int NVEC, typename T, typename S>
+static inline int weighted_rows_block(T* out, const T* coef, const T* rows, size_t stride, int n, int count, int i) {
+    typedef typename S::V V;
+    typedef typename S::U U;
+    const int VL = S::VL;
+    for (; i + NVEC * VL <= n; i += NVEC * VL) {
+        V s[NVEC];
+#pragma GCC unroll 4
+        for (int v = 0; v < NVEC; v++) s[v] = ACC ? *(const U*)(out + i + v * VL) : V{};
+        for (int j = 0; j < count; j++) {
+            const T* r = rows + (size_t)j * stride + i;
+            T c = coef[j];
+#pragma GCC unroll 4
+            for (int v = 0; v < NVEC; v++) {
+                V x = *(const U*)(r + v * VL);
+                if (NVEC == 1)
+                    vmadd(s[v], c, x);  // a lone chain: see vmadd
+                else
+                    s[v] += c * x;
+            }
         }
-        out[j] = ACC ? out[j] + s0 : s0;
-        out[j + 1] = ACC ? out[j + 1] + s1 : s1;
-        out[j + 2] = ACC ? out[j + 2] + s2 : s2;
-        out[j + 3] = ACC ? out[j + 3] + s3 : s3;
+#pragma GCC unroll 4
+        for (int v = 0; v < NVEC; v++) *(U*)(out + i + v * VL) = s[v];
     }
-    for (; j < count; j++) {
-        const T* r = rows + j * stride;
-        T s = 0;
-        for (int i = 0; i < n; i++) s += x[i] * r[i];
-        out[j] = ACC ? out[j] + s : s;
+    return i;
+}
+
+template <bool ACC, typename T, typename S = Native<T>>
+static inline void weighted_rows(T* out, const T* coef, const T* rows, size_t stride, int n, int count) {
+    int i = weighted_rows_block<ACC, 4, T, S>(out, coef, rows, stride, n, count, 0);  // 4 independent sums at once
+    i = weighted_rows_block<ACC, 2, T, S>(out, coef, rows, stride, n, count, i);
+    i = weighted_rows_block<ACC, 1, T, S>(out, coef, rows, stride, n, count, i);
+    for (; i < n; i++) {  // the last n % VL elements one at a time
+        T s = ACC ? out[i] : 0;
+        for (int j = 0; j < count; j++) s = madd(s, coef[j], rows[(size_t)j * stride + i]);
+        out[i] = s;
     }
 }
 

@@ -3,9 +3,10 @@
 // FMA), two where not. For each register tile (AVX-512's, AVX2's and the 16-byte one, whatever this machine has: a
 // vector wider than the machine's is split by the compiler), float and double, A and B plain or transposed views,
 // 1, 2 and 3 threads, on shapes that reach every path: edge tiles in M and N, more than one K block (KC = 256) and
-// N block (NC = 4096), fewer row blocks than threads (the panels shared out); and the unpacked path that small
-// products take (gemm_small), the same order. tests/test_reference.cpp holds the model's products (matmul_forward,
-// matmul_backward) to the naive loops, the math, within float32's rounding bound.
+// N block (NC = 4096), fewer row blocks than threads (the panels shared out); the unpacked path that small products
+// take (gemm_small), the same order; and attention's weighted sums of rows (weighted_rows), the same rounding.
+// tests/test_reference.cpp holds the model's products (matmul_forward, matmul_backward) to the naive loops, the
+// math, within float32's rounding bound.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include "doctest.h"
 #include "../host/gemm.h"
@@ -98,4 +99,59 @@ TEST_CASE("gemm_acc: nothing to do leaves C as it was") {
     std::vector<float> c(12, 3.0f), a(12, 1.0f), b(12, 1.0f);
     gemm_cpu::gemm_acc(c.data(), 4, a.data(), 3, 1, b.data(), 4, 1, 3, 4, 0);  // K = 0: C += nothing
     for (float x : c) CHECK(x == 3.0f);
+}
+
+// weighted_rows (attention's sums): out[i] (+)= sum over j of coef[j] rows[j stride + i], each over j in order, bit
+// for bit against that plain loop, for lengths n that reach each block (4, 2 and 1 vectors, and the scalar tail)
+template <typename T, typename S> static void check_weighted_rows(const char* name) {
+    uint64_t seed = 11;
+    auto rnd = [&]() {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        return (T)((double)(seed >> 11) / 9007199254740992.0 * 2 - 1);
+    };
+    int cases = 0;
+    for (int n : {1, 3, S::VL, S::VL + 1, 2 * S::VL + 3, 4 * S::VL, 7 * S::VL + 5, 64})
+        for (int count : {1, 2, 17, 64}) {
+            CAPTURE(name);
+            CAPTURE(n);
+            CAPTURE(count);
+            size_t stride = n + 5;  // rows apart by more than n, as attention's are (3C apart)
+            std::vector<T> coef(count), rows(stride * count), out0(n);
+            for (T& x : coef) x = rnd();
+            for (T& x : rows) x = rnd();
+            for (T& x : out0) x = rnd();
+            for (int acc = 0; acc < 2; acc++) {
+                CAPTURE(acc);
+                std::vector<T> want(out0), got(out0), short_by_one(out0);
+                for (int i = 0; i < n; i++) {
+                    T s = acc ? out0[i] : 0;
+                    for (int j = 0; j < count; j++) s = step(s, coef[j], rows[j * stride + i]);
+                    want[i] = s;
+                }
+                if (acc)
+                    gemm_cpu::weighted_rows<true, T, S>(got.data(), coef.data(), rows.data(), stride, n, count);
+                else
+                    gemm_cpu::weighted_rows<false, T, S>(got.data(), coef.data(), rows.data(), stride, n, count);
+                REQUIRE(memcmp(got.data(), want.data(), want.size() * sizeof(T)) == 0);
+                if (count > 1) {  // the check can fail: the last row left out
+                    if (acc)
+                        gemm_cpu::weighted_rows<true, T, S>(short_by_one.data(), coef.data(), rows.data(), stride,
+                                                            n, count - 1);
+                    else
+                        gemm_cpu::weighted_rows<false, T, S>(short_by_one.data(), coef.data(), rows.data(), stride,
+                                                             n, count - 1);
+                    CHECK(memcmp(short_by_one.data(), want.data(), want.size() * sizeof(T)) != 0);
+                }
+                cases++;
+            }
+        }
+    MESSAGE(std::string(name) << ": " << cases << " weighted sums of rows bit for bit");
+}
+
+TEST_CASE("weighted_rows: every vector width, bit for bit the plain loop in its stated order") {
+    check_weighted_rows<float, gemm_cpu::Tile<float, 64, 12, 2>>("float, 64-byte vectors");
+    check_weighted_rows<float, gemm_cpu::Tile<float, 32, 6, 2>>("float, 32-byte vectors");
+    check_weighted_rows<float, gemm_cpu::Tile<float, 16, 6, 2>>("float, 16-byte vectors");
+    check_weighted_rows<double, gemm_cpu::Tile<double, 32, 6, 2>>("double, 32-byte vectors");
+    check_weighted_rows<float, gemm_cpu::Native<float>>("float, this machine's vectors");
 }
