@@ -38,7 +38,7 @@ about() {
         gradients)    echo "float64 finite differences of every layout's gradients|25|0" ;;
         data)         echo "the data tool's formats, splits and failures|25|0" ;;
         reference)    echo "the CPU reference: causality, checkpoints, AdamW, determinism|20|0" ;;
-        gemm)         echo "the fast matrix product, every register tile, bit for bit its plain loop|10|0" ;;
+        gemm)         echo "the fast matrix product and attention's sums, bit for bit their plain loops|10|0" ;;
         experiments)  echo "each experiment script at a toy size; the spike and outcome definitions|45|71" ;;
         emulator)     echo "the CUDA emulator catches each planted bug class|15|0" ;;
         gpu_emulated) echo "the CUDA code's small cases and the trainer's errors on the emulator|75|60" ;;
