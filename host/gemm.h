@@ -1,6 +1,7 @@
 /*
 host/gemm.h: the CPU trainer's matrix products, fast. A first reading skips this file: reference_cpu.cpp's
 matmul_forward_naive and matmul_backward_naive are the math, and tests/test_reference.cpp holds these equal to them.
+At the end, attention's sums (weighted_rows: the plain loop `out[i] += coef[j] * row_j[i]`, its sums in registers).
 
 One operation, C (M, N) += A (M, K) @ B (K, N), where A and B are read through strides, so that either may be a
 transposed view:  A(m, k) = a[m * sam + k * sak],  B(k, n) = b[k * sbk + n * sbn],  C(m, n) = c[m * ldc + n].
