@@ -246,43 +246,52 @@ static void matmul_backward(real* dinp, real* dweight, real* dbias, const real* 
 // For the dot products q . k[t2] of all keys at once, each head's keys are first copied transposed (kT), so that
 // along t2 they are rows too; the same for the values in the backward pass.
 
+// The keys 0..t rounded up to whole vectors (at most T): the scores of the keys past t cost nothing more to compute
+// along t2, and are masked (forward) or left unused (backward).
+static int keys_in_whole_vectors(int t, int T) {
+    const int VL = gemm_cpu::Native<real>::VL;
+    return std::min(T, (t + VL) / VL * VL);
+}
+
+// One head's keys (or values) transposed, hs x T: a buffer of each thread's, kept from call to call, so that the
+// training step allocates nothing.
+static real* head_transposed(const real* rows, size_t stride, int T, int hs) {
+    static thread_local std::vector<real> buf;
+    if (buf.size() < (size_t)hs * T) buf.resize((size_t)hs * T);
+    for (int t2 = 0; t2 < T; t2++)
+        for (int i = 0; i < hs; i++) buf[(size_t)i * T + t2] = rows[(size_t)t2 * stride + i];
+    return buf.data();
+}
+
 static void attention_forward(real* out, real* preatt, real* att, const real* qkv, int B, int T, int C, int NH) {
     int C3 = 3 * C, hs = C / NH;
     real scale = 1 / std::sqrt((real)hs);
-#pragma omp parallel
-    {
-        std::vector<real> kT((size_t)hs * T);  // one head's keys, transposed: kT[i T + t2] = k[t2][i]
-#pragma omp for collapse(2)
-        for (int b = 0; b < B; b++)
-            for (int hd = 0; hd < NH; hd++) {
-                const real* q0 = qkv + (size_t)b * T * C3 + hd * hs;  // q[t] = q0 + t C3, k[t] = q0 + t C3 + C, ...
-                for (int t2 = 0; t2 < T; t2++)
-                    for (int i = 0; i < hs; i++) kT[(size_t)i * T + t2] = q0[(size_t)t2 * C3 + C + i];
-                for (int t = 0; t < T; t++) {
-                    real* pre = preatt + (((size_t)b * NH + hd) * T + t) * T;
-                    real* a = att + (((size_t)b * NH + hd) * T + t) * T;
-                    // scores against keys 0..t: pre[t2] = (q . k[t2]) * scale. The keys past t up to a multiple of 8
-                    // cost no more (a vector holds 8); they are masked below.
-                    int n = std::min(T, (t + 8) / 8 * 8);
-                    gemm_cpu::weighted_rows<false>(pre, q0 + (size_t)t * C3, kT.data(), T, n, hs);
-                    real maxv = -INFINITY;
-                    for (int t2 = 0; t2 <= t; t2++) {
-                        pre[t2] *= scale;
-                        if (pre[t2] > maxv) maxv = pre[t2];
-                    }
-                    real sum = 0;
-                    for (int t2 = 0; t2 <= t; t2++) {
-                        a[t2] = std::exp(pre[t2] - maxv);
-                        sum += a[t2];
-                    }
-                    for (int t2 = 0; t2 <= t; t2++) a[t2] /= sum;
-                    for (int t2 = t + 1; t2 < T; t2++) pre[t2] = a[t2] = 0;  // masked: no weight on the future
-                    // out[t] = sum over t2 <= t of a[t2] v[t2]
-                    gemm_cpu::weighted_rows<false>(out + ((size_t)b * T + t) * C + hd * hs, a, q0 + 2 * C, C3, hs,
-                                                   t + 1);
+#pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++)
+        for (int hd = 0; hd < NH; hd++) {
+            const real* qkv0 = qkv + (size_t)b * T * C3 + hd * hs;  // q[t] at qkv0 + t 3C, k[t] + C, v[t] + 2C
+            const real* kT = head_transposed(qkv0 + C, C3, T, hs);   // kT[i T + t2] = k[t2][i]
+            for (int t = 0; t < T; t++) {
+                real* pre = preatt + (((size_t)b * NH + hd) * T + t) * T;
+                real* a = att + (((size_t)b * NH + hd) * T + t) * T;
+                // scores against keys 0..t: pre[t2] = (q . k[t2]) * scale
+                gemm_cpu::weighted_rows<false>(pre, qkv0 + (size_t)t * C3, kT, T, keys_in_whole_vectors(t, T), hs);
+                real maxv = -INFINITY;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    pre[t2] *= scale;
+                    if (pre[t2] > maxv) maxv = pre[t2];
                 }
+                real sum = 0;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    a[t2] = std::exp(pre[t2] - maxv);
+                    sum += a[t2];
+                }
+                for (int t2 = 0; t2 <= t; t2++) a[t2] /= sum;
+                for (int t2 = t + 1; t2 < T; t2++) pre[t2] = a[t2] = 0;  // masked: no weight on the future
+                // out[t] = sum over t2 <= t of a[t2] v[t2]
+                gemm_cpu::weighted_rows<false>(out + ((size_t)b * T + t) * C + hd * hs, a, qkv0 + 2 * C, C3, hs, t + 1);
             }
-    }
+        }
 }
 
 // With g = dout[t] (this head's part) and d = dpre[t2] * scale:  datt[t][t2] += v[t2] . g;  dpre = att * (datt -
@@ -293,44 +302,41 @@ static void attention_backward(real* dqkv, real* dpreatt, real* datt, const real
                                const real* att, int B, int T, int C, int NH) {
     int C3 = 3 * C, hs = C / NH;
     real scale = 1 / std::sqrt((real)hs);
-#pragma omp parallel
-    {
-        std::vector<real> vT((size_t)hs * T), w(T);  // one head's values, transposed: vT[i T + t2] = v[t2][i]
-#pragma omp for collapse(2)
-        for (int b = 0; b < B; b++)
-            for (int hd = 0; hd < NH; hd++) {
-                const real* q0 = qkv + (size_t)b * T * C3 + hd * hs;  // q[t] = q0 + t C3, k[t] = q0 + t C3 + C, ...
-                real* dq0 = dqkv + (size_t)b * T * C3 + hd * hs;      // the same for dq, dk, dv
-                const real* g0 = dout + (size_t)b * T * C + hd * hs;  // g[t] = g0 + t C
-                const real* a0 = att + ((size_t)b * NH + hd) * T * T;  // att[t][t2] = a0[t T + t2]
-                real* da0 = datt + ((size_t)b * NH + hd) * T * T;
-                real* dpre0 = dpreatt + ((size_t)b * NH + hd) * T * T;
-                for (int t2 = 0; t2 < T; t2++)
-                    for (int i = 0; i < hs; i++) vT[(size_t)i * T + t2] = q0[(size_t)t2 * C3 + 2 * C + i];
-                for (int t = 0; t < T; t++) {  // the queries: datt, dpreatt, dq
-                    const real* a = a0 + (size_t)t * T;
-                    real *da = da0 + (size_t)t * T, *dpre = dpre0 + (size_t)t * T;
-                    // through out = att @ v: datt[t2] += v[t2] . g (as the forward's scores: up to a multiple of 8)
-                    gemm_cpu::weighted_rows<false>(w.data(), g0 + (size_t)t * C, vT.data(), T,
-                                                   std::min(T, (t + 8) / 8 * 8), hs);
-                    for (int t2 = 0; t2 <= t; t2++) da[t2] += w[t2];
-                    real dot = 0;  // through the softmax
-                    for (int t2 = 0; t2 <= t; t2++) dot += a[t2] * da[t2];
-                    for (int t2 = 0; t2 <= t; t2++) dpre[t2] += a[t2] * (da[t2] - dot);
-                    // through the scores (q . k[t2]) * scale
-                    for (int t2 = 0; t2 <= t; t2++) w[t2] = dpre[t2] * scale;
-                    gemm_cpu::weighted_rows<true>(dq0 + (size_t)t * C3, w.data(), q0 + C, C3, hs, t + 1);
-                }
-                for (int t2 = 0; t2 < T; t2++) {  // the keys: dv and dk, each over the queries t = t2 .. T - 1
-                    for (int t = t2; t < T; t++) w[t] = a0[(size_t)t * T + t2];
-                    gemm_cpu::weighted_rows<true>(dq0 + (size_t)t2 * C3 + 2 * C, w.data() + t2,
-                                                  g0 + (size_t)t2 * C, C, hs, T - t2);
-                    for (int t = t2; t < T; t++) w[t] = dpre0[(size_t)t * T + t2] * scale;
-                    gemm_cpu::weighted_rows<true>(dq0 + (size_t)t2 * C3 + C, w.data() + t2, q0 + (size_t)t2 * C3,
-                                                  C3, hs, T - t2);
-                }
+#pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++)
+        for (int hd = 0; hd < NH; hd++) {
+            static thread_local std::vector<real> w;  // one row of weights (as head_transposed's buffer)
+            if (w.size() < (size_t)T) w.resize(T);
+            const real* qkv0 = qkv + (size_t)b * T * C3 + hd * hs;  // q[t] at qkv0 + t 3C, k[t] + C, v[t] + 2C
+            real* dqkv0 = dqkv + (size_t)b * T * C3 + hd * hs;      // dq, dk, dv alike
+            const real* g0 = dout + (size_t)b * T * C + hd * hs;    // g[t] = g0 + t C
+            const real* a0 = att + ((size_t)b * NH + hd) * T * T;    // att[t][t2] = a0[t T + t2]
+            real* da0 = datt + ((size_t)b * NH + hd) * T * T;
+            real* dpre0 = dpreatt + ((size_t)b * NH + hd) * T * T;
+            const real* vT = head_transposed(qkv0 + 2 * C, C3, T, hs);  // vT[i T + t2] = v[t2][i]
+            for (int t = 0; t < T; t++) {  // the queries: datt, dpreatt, dq
+                const real* a = a0 + (size_t)t * T;
+                real *da = da0 + (size_t)t * T, *dpre = dpre0 + (size_t)t * T;
+                // through out = att @ v: datt[t2] += v[t2] . g
+                gemm_cpu::weighted_rows<false>(w.data(), g0 + (size_t)t * C, vT, T, keys_in_whole_vectors(t, T),
+                                               hs);
+                for (int t2 = 0; t2 <= t; t2++) da[t2] += w[t2];
+                real dot = 0;  // through the softmax
+                for (int t2 = 0; t2 <= t; t2++) dot += a[t2] * da[t2];
+                for (int t2 = 0; t2 <= t; t2++) dpre[t2] += a[t2] * (da[t2] - dot);
+                // through the scores (q . k[t2]) * scale
+                for (int t2 = 0; t2 <= t; t2++) w[t2] = dpre[t2] * scale;
+                gemm_cpu::weighted_rows<true>(dqkv0 + (size_t)t * C3, w.data(), qkv0 + C, C3, hs, t + 1);
             }
-    }
+            for (int t2 = 0; t2 < T; t2++) {  // the keys: dv and dk, each over the queries t = t2 .. T - 1
+                for (int t = t2; t < T; t++) w[t] = a0[(size_t)t * T + t2];
+                gemm_cpu::weighted_rows<true>(dqkv0 + (size_t)t2 * C3 + 2 * C, w.data() + t2, g0 + (size_t)t2 * C,
+                                              C, hs, T - t2);
+                for (int t = t2; t < T; t++) w[t] = dpre0[(size_t)t * T + t2] * scale;
+                gemm_cpu::weighted_rows<true>(dqkv0 + (size_t)t2 * C3 + C, w.data() + t2, qkv0 + (size_t)t2 * C3,
+                                              C3, hs, T - t2);
+            }
+        }
 }
 
 // ----------------------------------------------------------------------------------------------------------------

@@ -128,18 +128,16 @@ template <typename T, typename S> static void check_weighted_rows(const char* na
                     for (int j = 0; j < count; j++) s = step(s, coef[j], rows[j * stride + i]);
                     want[i] = s;
                 }
-                if (acc)
-                    gemm_cpu::weighted_rows<true, T, S>(got.data(), coef.data(), rows.data(), stride, n, count);
-                else
-                    gemm_cpu::weighted_rows<false, T, S>(got.data(), coef.data(), rows.data(), stride, n, count);
+                auto weighted_rows = [&](T* out, int rows_used) {
+                    if (acc)
+                        gemm_cpu::weighted_rows<true, T, S>(out, coef.data(), rows.data(), stride, n, rows_used);
+                    else
+                        gemm_cpu::weighted_rows<false, T, S>(out, coef.data(), rows.data(), stride, n, rows_used);
+                };
+                weighted_rows(got.data(), count);
                 REQUIRE(memcmp(got.data(), want.data(), want.size() * sizeof(T)) == 0);
                 if (count > 1) {  // the check can fail: the last row left out
-                    if (acc)
-                        gemm_cpu::weighted_rows<true, T, S>(short_by_one.data(), coef.data(), rows.data(), stride,
-                                                            n, count - 1);
-                    else
-                        gemm_cpu::weighted_rows<false, T, S>(short_by_one.data(), coef.data(), rows.data(), stride,
-                                                             n, count - 1);
+                    weighted_rows(short_by_one.data(), count - 1);
                     CHECK(memcmp(short_by_one.data(), want.data(), want.size() * sizeof(T)) != 0);
                 }
                 cases++;
