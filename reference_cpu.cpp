@@ -45,9 +45,10 @@ How to read it (the functions in this order; C++ wants them defined bottom-up, s
      adds and the sums; gain_add, c1's), hc's (hc_weights: A = S + s tanh(hn W^T); row_mix: sums with a weight per
      token), softmax and cross-entropy.
   6. gpt2_update: AdamW.
-A first reading may skip the fast matrix products (host/gemm.h, which matmul_forward and matmul_backward call), the
-section "where the named tensors live" (the activation buffer that SubLayer and Head point into), and the trainer's
-hooks at the end (micro-batches, several processes, ZeRO-1: the trainer's business, not the model's). Outside this
+A first reading may skip the fast matrix products (host/gemm.h, which matmul_forward and matmul_backward call, and
+attention's sums, weighted_rows: out[i] += coef[j] rows[j][i] over j), the section "where the named tensors live"
+(the activation buffer that SubLayer and Head point into), and the trainer's hooks at the end (micro-batches,
+several processes, ZeRO-1: the trainer's business, not the model's). Outside this
 file only the configuration is needed: host/model_config.h (GPT2Config, the parameter tensors) and host/layouts.h
 (the registry: the kind of each sub-layer of a layout, and its head).
 
