@@ -295,7 +295,15 @@ def plot(args, runs, rows, base, unigram):
     plt.close(fig)
 
 
-def lens(args, runs, base):
+def lens_rates(args, base, best, lay):
+    """The rates of a layout's lens rows: (label, lr) for each multiplier, then its own best where that is another"""
+    rates = [("%gx" % m, rate(base, m)) for m in args.multipliers]
+    if lay in best and best[lay][0] not in [lr for _, lr in rates]:
+        rates.append(("own best", best[lay][0]))
+    return rates
+
+
+def lens(args, runs, base, best):
     """The logit lens of every run of --lens-layouts that finished (docs/experiments.md, section 6): the val loss of
     decoding each sub-layer boundary's state through the layout's own trained head (experiments/depth_probe's
     `lens` rows; for a two-stream head X alone is LN_f(LN_xf(x)), Y alone LN_f(LN_yf(y)), joint the real head).
@@ -303,12 +311,16 @@ def lens(args, runs, base):
     import depth_use
     import resource
     d = args.ds
-    rows, spent = [], 0.0
+    rows, spent, unweighed = [], 0.0, []
     for r in runs:
         if r.meta["variant"] not in args.lens_layouts or r.status != "ok":
             continue
+        ckpt = r.final_checkpoint(d.steps)
+        if not os.path.exists(ckpt) and not os.path.exists(ckpt + ".probe.csv"):
+            unweighed.append(os.path.basename(r.dir))  # its record came from --records, its weights did not
+            continue
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        probe = depth_use.run_probe(r.final_checkpoint(d.steps), d.val, d, ["--drop-frac", "0", "--greedy", "0"])
+        probe = depth_use.run_probe(ckpt, d.val, d, ["--drop-frac", "0", "--greedy", "0"])
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         spent += (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         for q in probe:
@@ -316,6 +328,9 @@ def lens(args, runs, base):
                 rows.append(dict(layout=r.meta["variant"], multiplier="%.3g" % (r.meta["lr"] / base),
                                  lr=common.fmt_lr(r.meta["lr"]), seed=r.meta["seed"], boundary=q["index"],
                                  stream=q["stream"], loss="%.4f" % q["value"]))
+    if unweighed:
+        print("the logit lens skips %d finished run(s) whose weights are not on this machine (rerun them to read "
+              "them): %s" % (len(unweighed), ", ".join(unweighed)))
     if not rows:
         return rows, spent
     cols = ["layout", "multiplier", "lr", "seed", "boundary", "stream", "loss"]
@@ -323,20 +338,22 @@ def lens(args, runs, base):
     end = 2 * d.search_layers
     table = []
     for lay in args.lens_layouts:
-        for m in args.multipliers:
-            lr = common.fmt_lr(rate(base, m))
+        for label, lr in lens_rates(args, base, best, lay):
+            lr = common.fmt_lr(lr)
             cells = []
             for stream in ("joint", "x", "y"):
                 v = [float(row["loss"]) for row in rows if row["layout"] == lay and row["lr"] == lr
                      and row["boundary"] == end and row["stream"] == stream]
                 cells.append(ds.fmt_ms(v, expect=len(d.seeds)) if v else "")
             if any(cells):
-                table.append([lay, "%gx (lr %s)" % (m, lr)] + cells)
+                table.append([lay, "%s (lr %s)" % (label, lr)] + cells)
     text = (("INCOMPLETE (%s). " % "; ".join(common.INCOMPLETE) if common.INCOMPLETE else "") +
             "The logit lens at the last boundary (s = 2L = %d): val loss over %d batches of %d x %d, mean ± sd over "
-            "the seeds whose run finished; joint = the model's own head; X alone = LN_f(LN_xf(x)), Y alone = "
-            "LN_f(LN_yf(y)) through the same trained head (one-stream layouts: LN_f(x), the x column)\n\n%s\n"
-            % (end, d.probe_batches, d.probe_B, d.probe_T,
+            "the seeds whose run finished with its weights on this machine (n = their number where it is not %d; "
+            "%d finished run(s) of these layouts had no weights to read); joint = the model's own head; X alone = "
+            "LN_f(LN_xf(x)), Y alone = LN_f(LN_yf(y)) through the same trained head (one-stream layouts: LN_f(x), "
+            "the x column)\n\n%s\n"
+            % (end, d.probe_batches, d.probe_B, d.probe_T, len(d.seeds), len(unweighed),
                common.markdown_table(["layout", "rate", "joint", "X alone (or x)", "Y alone"], table)))
     print("\n" + text)
     common.write_text(args.results + "_lens.md", text)
@@ -345,11 +362,17 @@ def lens(args, runs, base):
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        fig, axes = plt.subplots(1, len(args.multipliers), figsize=(4.2 * len(args.multipliers), 3.8), sharey=True,
-                                 squeeze=False)
-        for ax, m in zip(axes[0], args.multipliers):
-            lr = common.fmt_lr(rate(base, m))
-            for lay in args.lens_layouts:
+        # a panel per multiplier (every layout at that rate), then one of each layout at its own best where that
+        # is another rate (e.g. HybridNorm's, the one rate where it trains alone)
+        panels = [("%gx Pre-Norm's best (lr %s)" % (m, common.fmt_lr(rate(base, m))),
+                   {lay: common.fmt_lr(rate(base, m)) for lay in args.lens_layouts}) for m in args.multipliers]
+        own = {lay: common.fmt_lr(lr) for lay in args.lens_layouts
+               for label, lr in lens_rates(args, base, best, lay) if label == "own best"}
+        if own:
+            panels.append(("each at its own best (%s)" % ", ".join("%s %s" % kv for kv in own.items()), own))
+        fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), sharey=True, squeeze=False)
+        for ax, (title, lrs) in zip(axes[0], panels):
+            for lay, lr in lrs.items():
                 style = dict(common.STYLE.get(lay, {}))
                 for stream, ls in (("joint", "-"), ("x", "--"), ("y", ":")):
                     mine = [row for row in rows if row["layout"] == lay and row["lr"] == lr and row["stream"] == stream]
@@ -359,7 +382,7 @@ def lens(args, runs, base):
                     ys = [ds.mean_sd([float(row["loss"]) for row in mine if row["boundary"] == x])[0] for x in xs]
                     style["ls"] = ls
                     ax.plot([x / 2 for x in xs], ys, lw=1, label="%s %s" % (lay, stream), **style)
-            ax.set_title("%gx Pre-Norm's best (lr %s)" % (m, lr), fontsize=9)
+            ax.set_title(title, fontsize=8)
             ax.set_xlabel("block boundary (l; .5 = between attention and MLP)")
         axes[0][0].set_ylabel("val loss through the head (mean over seeds)")
         axes[0][0].legend(fontsize=6)
@@ -405,7 +428,7 @@ def main():
     missing = [r for r in wanted if r.dir not in {x.dir for x in done}]  # --no-run only: run_all runs them all
     rows = report(args, done, missing, base, best, unigram)
     plot(args, done, rows, base, unigram)
-    _, lens_cpu = lens(args, done, base)
+    _, lens_cpu = lens(args, done, base, best)
     searched = {x.dir for x in s_runs}
     ds.cost_report(d, [("search at %d layers" % d.search_layers, s_runs, 0.0),
                        ("grid", [r for r in done if r.dir not in searched], 0.0),

@@ -389,6 +389,20 @@ for f in .csv .md _lens.csv _lens.md _search.csv; do cmp -s "$TMP/res/hz$f" "$TM
 [ $rc -eq 0 ] && [ $same -eq 5 ] && ! ls "$TMP"/runs_hz/*/model_*.bin > /dev/null 2>&1 \
     && ok "horizon --records: the runs' records without their weights report the same campaign (5 files cmp-identical)" \
     || bad "horizon --records" "exit $rc, $same of 5 identical: $(tail -n 2 "$TMP/hzr.out")"
+# a record whose lens never ran (a pass with --lens-layouts ''), here one siamese run's: its weights are not here, so
+# the lens reads the rest, names the one it skipped and counts it in the table's text; the grid's tables are unchanged
+one=$(ls -d "$TMP"/runs_hz/*siamese*seed2* | head -n 1)
+rm -f "$one"/*.probe.csv
+$PY experiments/horizon.py "${HZ[@]}" --seeds 1,2 --no-run --results "$TMP/res/hzs" > "$TMP/hzs.out" 2>&1
+rc=$?
+csv_check "horizon lens without a run's weights: that run's 15 rows (5 boundaries x 3 streams) left out, no other's" \
+    "$TMP/res/hzs_lens.csv" 135 \
+    "sum(r['layout'] == 'siamese' and r['seed'] == '2' for r in rows) == 2 * 15 and
+     sum(r['layout'] == 'siamese' and r['seed'] == '1' for r in rows) == 3 * 15"
+[ $rc -eq 0 ] && cmp -s "$TMP/res/hz.csv" "$TMP/res/hzs.csv" && grep -q "skips 1 finished run.*$(basename "$one")" \
+    "$TMP/hzs.out" && grep -q "1 finished run(s) of these layouts had no weights" "$TMP/res/hzs_lens.md" \
+    && ok "horizon lens: a run without weights or a cached lens is skipped and named, the grid unchanged" \
+    || bad "horizon lens without weights" "exit $rc: $(tail -n 3 "$TMP/hzs.out")"
 # --order rate: every seed of the first rate given before the next (here 5x, then 3x, then 1x); the tables keep 1x, 3x, 5x
 $PY experiments/horizon.py "${HZ[@]}" --seeds 1,2 --order rate --multipliers 5,3,1 --no-run --results "$TMP/res/hzo" \
     > "$TMP/hzo.out" 2>&1
