@@ -46,11 +46,11 @@ How to read it (the functions in this order; C++ wants them defined bottom-up, s
      token), softmax and cross-entropy.
   6. gpt2_update: AdamW.
 A first reading may skip the fast matrix products (host/gemm.h, which matmul_forward and matmul_backward call, and
-attention's sums, weighted_rows: out[i] += coef[j] rows[j][i] over j), the section "where the named tensors live"
-(the activation buffer that SubLayer and Head point into), and the trainer's hooks at the end (micro-batches,
-several processes, ZeRO-1: the trainer's business, not the model's). Outside this
-file only the configuration is needed: host/model_config.h (GPT2Config, the parameter tensors) and host/layouts.h
-(the registry: the kind of each sub-layer of a layout, and its head).
+attention's sums, weighted_rows_tile: out[t][i] += coef[t][j] rows[j][i] over j, for each query t of a tile),
+the section "where the named tensors live" (the activation buffer that SubLayer and Head point into), and the
+trainer's hooks at the end (micro-batches, several processes, ZeRO-1: the trainer's business, not the model's).
+Outside this file only the configuration is needed: host/model_config.h (GPT2Config, the parameter tensors) and
+host/layouts.h (the registry: the kind of each sub-layer of a layout, and its head).
 
 The scalar type is `real`: float by default, double when built with -DREAL=double (the finite-difference tests).
 Define REFERENCE_CPU_NO_MAIN before including this file to use it as a library (the tests and the CUDA checks do).
@@ -242,10 +242,12 @@ static void matmul_backward(real* dinp, real* dweight, real* dbias, const real* 
 // attention: qkv (B, T, 3C) holds q, k, v; NH heads of size hs = C/NH. Causal softmax(q.k / sqrt(hs)) @ v.
 // Caches preatt (the scaled scores) and att (the softmax), both (B, NH, T, T), for the backward pass.
 // Every sum below runs over its index in order (i for a dot product, t2 for a sum over keys, t over queries), so the
-// result does not depend on the threads. The sums are gemm_cpu::weighted_rows calls (host/gemm.h, which a first
-// reading skips): out[i] = sum over j of coef[j] rows[j][i], the plain loop with its running sums kept in registers.
-// For the dot products q . k[t2] of all keys at once, each head's keys are first copied transposed (kT), so that
-// along t2 they are rows too; the same for the values in the backward pass.
+// result does not depend on the threads. The sums are gemm_cpu::weighted_rows_tile calls (host/gemm.h, which a first
+// reading skips): for each query t of a tile of QTILE queries t0 .. t0 + QTILE - 1, out[t][i] = sum over t2 of coef[t][t2]
+// rows[t2][i], the plain loop with its running sums kept in registers, the QTILE queries side by side. For the dot products
+// q . k[t2] of all keys at once, each head's keys are first copied transposed (kT), so that along t2 they are rows too;
+// the same for the values in the backward pass.
+static const int QTILE = 4;  // queries (in the backward's second pass, keys) a weighted_rows_tile call sums at once
 
 // The keys 0..t rounded up to whole vectors (at most T): the scores of the keys past t cost nothing more to compute
 // along t2, and are masked (forward) or left unused (backward).
@@ -272,25 +274,32 @@ static void attention_forward(real* out, real* preatt, real* att, const real* qk
         for (int hd = 0; hd < NH; hd++) {
             const real* qkv0 = qkv + (size_t)b * T * C3 + hd * hs;  // q[t] at qkv0 + t 3C, k[t] + C, v[t] + 2C
             const real* kT = head_transposed(qkv0 + C, C3, T, hs);   // kT[i T + t2] = k[t2][i]
-            for (int t = 0; t < T; t++) {
-                real* pre = preatt + (((size_t)b * NH + hd) * T + t) * T;
-                real* a = att + (((size_t)b * NH + hd) * T + t) * T;
-                // scores against keys 0..t: pre[t2] = (q . k[t2]) * scale
-                gemm_cpu::weighted_rows<false>(pre, qkv0 + (size_t)t * C3, kT, T, keys_in_whole_vectors(t, T), hs);
-                real maxv = -INFINITY;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    pre[t2] *= scale;
-                    if (pre[t2] > maxv) maxv = pre[t2];
+            real* pre0 = preatt + ((size_t)b * NH + hd) * T * T;     // pre[t][t2] = pre0[t T + t2], att alike
+            real* a0 = att + ((size_t)b * NH + hd) * T * T;
+            for (int t0 = 0; t0 < T; t0 += QTILE) {  // the queries t0 .. t0 + nq - 1
+                int nq = std::min(QTILE, T - t0);
+                // scores against keys 0..t: pre[t][t2] = (q[t] . k[t2]) * scale
+                gemm_cpu::weighted_rows_tile<false>(nq, pre0 + (size_t)t0 * T, T, qkv0 + (size_t)t0 * C3, C3, 1, kT, T,
+                                                    keys_in_whole_vectors(t0 + nq - 1, T), 0, 0, hs, 0);
+                for (int t = t0; t < t0 + nq; t++) {
+                    real* pre = pre0 + (size_t)t * T;
+                    real* a = a0 + (size_t)t * T;
+                    real maxv = -INFINITY;
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        pre[t2] *= scale;
+                        if (pre[t2] > maxv) maxv = pre[t2];
+                    }
+                    real sum = 0;
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        a[t2] = std::exp(pre[t2] - maxv);
+                        sum += a[t2];
+                    }
+                    for (int t2 = 0; t2 <= t; t2++) a[t2] /= sum;
+                    for (int t2 = t + 1; t2 < T; t2++) pre[t2] = a[t2] = 0;  // masked: no weight on the future
                 }
-                real sum = 0;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    a[t2] = std::exp(pre[t2] - maxv);
-                    sum += a[t2];
-                }
-                for (int t2 = 0; t2 <= t; t2++) a[t2] /= sum;
-                for (int t2 = t + 1; t2 < T; t2++) pre[t2] = a[t2] = 0;  // masked: no weight on the future
-                // out[t] = sum over t2 <= t of a[t2] v[t2]
-                gemm_cpu::weighted_rows<false>(out + ((size_t)b * T + t) * C + hd * hs, a, qkv0 + 2 * C, C3, hs, t + 1);
+                // out[t] = sum over t2 <= t of a[t][t2] v[t2]
+                gemm_cpu::weighted_rows_tile<false>(nq, out + ((size_t)b * T + t0) * C + hd * hs, C, a0 + (size_t)t0 * T,
+                                                    T, 1, qkv0 + 2 * C, C3, hs, 0, 0, t0 + 1, 1);
             }
         }
 }
@@ -306,8 +315,8 @@ static void attention_backward(real* dqkv, real* dpreatt, real* datt, const real
 #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++)
         for (int hd = 0; hd < NH; hd++) {
-            static thread_local std::vector<real> w;  // one row of weights (as head_transposed's buffer)
-            if (w.size() < (size_t)T) w.resize(T);
+            static thread_local std::vector<real> w;  // QTILE rows of weights (as head_transposed's buffer)
+            if (w.size() < (size_t)QTILE * T) w.resize((size_t)QTILE * T);
             const real* qkv0 = qkv + (size_t)b * T * C3 + hd * hs;  // q[t] at qkv0 + t 3C, k[t] + C, v[t] + 2C
             real* dqkv0 = dqkv + (size_t)b * T * C3 + hd * hs;      // dq, dk, dv alike
             const real* g0 = dout + (size_t)b * T * C + hd * hs;    // g[t] = g0 + t C
@@ -315,27 +324,34 @@ static void attention_backward(real* dqkv, real* dpreatt, real* datt, const real
             real* da0 = datt + ((size_t)b * NH + hd) * T * T;
             real* dpre0 = dpreatt + ((size_t)b * NH + hd) * T * T;
             const real* vT = head_transposed(qkv0 + 2 * C, C3, T, hs);  // vT[i T + t2] = v[t2][i]
-            for (int t = 0; t < T; t++) {  // the queries: datt, dpreatt, dq
-                const real* a = a0 + (size_t)t * T;
-                real *da = da0 + (size_t)t * T, *dpre = dpre0 + (size_t)t * T;
-                // through out = att @ v: datt[t2] += v[t2] . g
-                gemm_cpu::weighted_rows<false>(w.data(), g0 + (size_t)t * C, vT, T, keys_in_whole_vectors(t, T),
-                                               hs);
-                for (int t2 = 0; t2 <= t; t2++) da[t2] += w[t2];
-                real dot = 0;  // through the softmax
-                for (int t2 = 0; t2 <= t; t2++) dot += a[t2] * da[t2];
-                for (int t2 = 0; t2 <= t; t2++) dpre[t2] += a[t2] * (da[t2] - dot);
-                // through the scores (q . k[t2]) * scale
-                for (int t2 = 0; t2 <= t; t2++) w[t2] = dpre[t2] * scale;
-                gemm_cpu::weighted_rows<true>(dqkv0 + (size_t)t * C3, w.data(), qkv0 + C, C3, hs, t + 1);
+            for (int t0 = 0; t0 < T; t0 += QTILE) {  // the queries t0 .. t0 + nq - 1: datt, dpreatt, dq
+                int nq = std::min(QTILE, T - t0);
+                // through out = att @ v: datt[t][t2] += v[t2] . g[t]  (w[(t - t0) T + t2] = v[t2] . g[t])
+                gemm_cpu::weighted_rows_tile<false>(nq, w.data(), T, g0 + (size_t)t0 * C, C, 1, vT, T,
+                                                    keys_in_whole_vectors(t0 + nq - 1, T), 0, 0, hs, 0);
+                for (int t = t0; t < t0 + nq; t++) {
+                    const real* a = a0 + (size_t)t * T;
+                    real *da = da0 + (size_t)t * T, *dpre = dpre0 + (size_t)t * T, *wt = w.data() + (t - t0) * T;
+                    for (int t2 = 0; t2 <= t; t2++) da[t2] += wt[t2];
+                    real dot = 0;  // through the softmax
+                    for (int t2 = 0; t2 <= t; t2++) dot += a[t2] * da[t2];
+                    for (int t2 = 0; t2 <= t; t2++) dpre[t2] += a[t2] * (da[t2] - dot);
+                    for (int t2 = 0; t2 <= t; t2++) wt[t2] = dpre[t2] * scale;  // d, for the scores' backward
+                }
+                // through the scores (q . k[t2]) * scale: dq[t] += sum over t2 <= t of d[t][t2] k[t2]
+                gemm_cpu::weighted_rows_tile<true>(nq, dqkv0 + (size_t)t0 * C3, C3, w.data(), T, 1, qkv0 + C, C3, hs,
+                                                   0, 0, t0 + 1, 1);
             }
-            for (int t2 = 0; t2 < T; t2++) {  // the keys: dv and dk, each over the queries t = t2 .. T - 1
-                for (int t = t2; t < T; t++) w[t] = a0[(size_t)t * T + t2];
-                gemm_cpu::weighted_rows<true>(dqkv0 + (size_t)t2 * C3 + 2 * C, w.data() + t2, g0 + (size_t)t2 * C,
-                                              C, hs, T - t2);
-                for (int t = t2; t < T; t++) w[t] = dpre0[(size_t)t * T + t2] * scale;
-                gemm_cpu::weighted_rows<true>(dqkv0 + (size_t)t2 * C3 + C, w.data() + t2, qkv0 + (size_t)t2 * C3,
-                                              C3, hs, T - t2);
+            for (int t0 = 0; t0 < T; t0 += QTILE) {  // the keys t0 .. t0 + nq - 1: dv and dk, each over the queries t >= it
+                int nq = std::min(QTILE, T - t0);
+                // dv[t2] += sum over t >= t2 of att[t][t2] g[t]  (the weights read down att's column t2)
+                gemm_cpu::weighted_rows_tile<true>(nq, dqkv0 + (size_t)t0 * C3 + 2 * C, C3, a0 + t0, 1, T,
+                                                   g0, C, hs, t0, 1, T, 0);
+                // dk[t2] += sum over t >= t2 of d[t][t2] q[t]  (w[t QTILE + r] = d[t][t0 + r])
+                for (int t = t0; t < T; t++)
+                    for (int r = 0; r < nq; r++) w[(size_t)t * QTILE + r] = dpre0[(size_t)t * T + t0 + r] * scale;
+                gemm_cpu::weighted_rows_tile<true>(nq, dqkv0 + (size_t)t0 * C3 + C, C3, w.data(), 1, QTILE, qkv0, C3, hs,
+                                                   t0, 1, T, 0);
             }
         }
 }

@@ -1,7 +1,8 @@
 /*
 host/gemm.h: the CPU trainer's matrix products, fast. A first reading skips this file: reference_cpu.cpp's
 matmul_forward_naive and matmul_backward_naive are the math, and tests/test_reference.cpp holds these equal to them.
-At the end, attention's sums (weighted_rows: the plain loop `out[i] += coef[j] * row_j[i]`, its sums in registers).
+At the end, attention's sums (weighted_rows, and weighted_rows_tile for a few queries at once: the plain loop
+`out[i] += coef[j] * row_j[i]`, its sums in registers).
 
 One operation, C (M, N) += A (M, K) @ B (K, N), where A and B are read through strides, so that either may be a
 transposed view:  A(m, k) = a[m * sam + k * sak],  B(k, n) = b[k * sbk + n * sbn],  C(m, n) = c[m * ldc + n].
@@ -255,43 +256,108 @@ static void gemm_packed(T* c, size_t ldc, const T* a, size_t sam, size_t sak, co
 // element is summed over j in order, one multiply-add a step, as the plain loop `for j: for i: out[i] += coef[j] *
 // row_j[i]` sums it; but the running sums stay in vector registers, a few vectors at once, instead of going to memory
 // and back at every j (that round trip, not the arithmetic, is what limits the plain loop).
-template <bool ACC, int NVEC, typename T, typename S>
-static inline int weighted_rows_block(T* out, const T* coef, const T* rows, size_t stride, int n, int count, int i) {
+//
+// R such sums of the same rows at once (R queries of one head: rows_tile): sum r < R has its own coefficients,
+// coef[r * crs + j * cjs], and its own output, out + r * os. Each row vector is loaded once for all R, and the R * NVEC
+// running sums are independent chains that keep the FMA units busy where one head's few vectors (16 channels: one or
+// two vectors) would leave them waiting on each other. Each sum is still its own, over j in order.
+template <bool ACC, int R, int NVEC, typename T, typename S>
+static inline int rows_tile_block(T* out, size_t os, const T* coef, size_t crs, size_t cjs, const T* rows,
+                                  size_t stride, int n, int count, int i) {
     typedef typename S::V V;
     typedef typename S::U U;
     const int VL = S::VL;
     for (; i + NVEC * VL <= n; i += NVEC * VL) {
-        V s[NVEC];
+        V s[R][NVEC];
 #pragma GCC unroll 4
-        for (int v = 0; v < NVEC; v++) s[v] = ACC ? *(const U*)(out + i + v * VL) : V{};
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int v = 0; v < NVEC; v++) s[r][v] = ACC ? *(const U*)(out + r * os + i + v * VL) : V{};
         for (int j = 0; j < count; j++) {
-            const T* r = rows + (size_t)j * stride + i;
-            T c = coef[j];
+            const T* row = rows + (size_t)j * stride + i;
+            V x[NVEC];
 #pragma GCC unroll 4
-            for (int v = 0; v < NVEC; v++) {
-                V x = *(const U*)(r + v * VL);
-                if (NVEC == 1)
-                    vmadd(s[v], c, x);  // a lone chain: see vmadd
-                else
-                    s[v] += c * x;
+            for (int v = 0; v < NVEC; v++) x[v] = *(const U*)(row + v * VL);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                T c = coef[r * crs + (size_t)j * cjs];
+#pragma GCC unroll 4
+                for (int v = 0; v < NVEC; v++) {
+                    if (R * NVEC == 1)
+                        vmadd(s[r][v], c, x[v]);  // a lone chain: see vmadd
+                    else
+                        s[r][v] += c * x[v];
+                }
             }
         }
 #pragma GCC unroll 4
-        for (int v = 0; v < NVEC; v++) *(U*)(out + i + v * VL) = s[v];
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int v = 0; v < NVEC; v++) *(U*)(out + r * os + i + v * VL) = s[r][v];
     }
     return i;
 }
 
+template <bool ACC, int R, typename T, typename S>
+static inline void rows_tile(T* out, size_t os, const T* coef, size_t crs, size_t cjs, const T* rows, size_t stride,
+                             int n, int count) {
+    int i = 0;  // 4 vectors at once for one sum, 2 for several (R * 2 chains), then 1
+    if (R == 1) i = rows_tile_block<ACC, R, 4, T, S>(out, os, coef, crs, cjs, rows, stride, n, count, i);
+    i = rows_tile_block<ACC, R, 2, T, S>(out, os, coef, crs, cjs, rows, stride, n, count, i);
+    i = rows_tile_block<ACC, R, 1, T, S>(out, os, coef, crs, cjs, rows, stride, n, count, i);
+    for (int r = 0; r < R; r++)
+        for (int k = i; k < n; k++) {  // the last n % VL elements one at a time
+            T s = ACC ? out[r * os + k] : 0;
+            for (int j = 0; j < count; j++) s = madd(s, coef[r * crs + (size_t)j * cjs], rows[(size_t)j * stride + k]);
+            out[r * os + k] = s;
+        }
+}
+
 template <bool ACC, typename T, typename S = Native<T>>
 static inline void weighted_rows(T* out, const T* coef, const T* rows, size_t stride, int n, int count) {
-    int i = weighted_rows_block<ACC, 4, T, S>(out, coef, rows, stride, n, count, 0);  // 4 independent sums at once
-    i = weighted_rows_block<ACC, 2, T, S>(out, coef, rows, stride, n, count, i);
-    i = weighted_rows_block<ACC, 1, T, S>(out, coef, rows, stride, n, count, i);
-    for (; i < n; i++) {  // the last n % VL elements one at a time
-        T s = ACC ? out[i] : 0;
-        for (int j = 0; j < count; j++) s = madd(s, coef[j], rows[(size_t)j * stride + i]);
-        out[i] = s;
+    rows_tile<ACC, 1, T, S>(out, 0, coef, 0, 1, rows, stride, n, count);
+}
+
+// The R sums of a tile of queries (or keys) whose ranges of j differ by one from each to the next, as causal
+// attention's do: sum r runs over j in [j0 + r d0, j1 + r d1) (d0, d1 each 0 or 1; j0 + (R - 1) d0 <= j1). The part
+// where all R are under way, [j0 + (R - 1) d0, j1), runs as one rows_tile; each sum's part before it and after it
+// runs alone, in its place in the order (a running sum stored and loaded is the same number), so that every sum is
+// still over its j in order. R from 1 to 4.
+template <bool ACC, typename T, typename S = Native<T>>
+static void weighted_rows_tile(int R, T* out, size_t os, const T* coef, size_t crs, size_t cjs, const T* rows,
+                               size_t stride, int n, int j0, int d0, int j1, int d1) {
+    int js = j0 + (R - 1) * d0;  // from here every sum is under way
+    bool acc = ACC;
+    if (d0) {
+        for (int r = 0; r < R; r++) {  // sum r's part before js (none for the last)
+            T* o = out + r * os;
+            const T* c = coef + r * crs;
+            int a = j0 + r;
+            if (ACC)
+                rows_tile<true, 1, T, S>(o, 0, c + (size_t)a * cjs, 0, cjs, rows + (size_t)a * stride, stride, n, js - a);
+            else
+                rows_tile<false, 1, T, S>(o, 0, c + (size_t)a * cjs, 0, cjs, rows + (size_t)a * stride, stride, n, js - a);
+        }
+        acc = true;
     }
+    const T* c = coef + (size_t)js * cjs;
+    const T* x = rows + (size_t)js * stride;
+    int count = j1 - js;
+#define ROWS_TILE(RR)                                                                          \
+    (acc ? rows_tile<true, RR, T, S>(out, os, c, crs, cjs, x, stride, n, count)                \
+         : rows_tile<false, RR, T, S>(out, os, c, crs, cjs, x, stride, n, count))
+    switch (R) {
+    case 1: ROWS_TILE(1); break;
+    case 2: ROWS_TILE(2); break;
+    case 3: ROWS_TILE(3); break;
+    case 4: ROWS_TILE(4); break;
+    default: fail("internal: weighted_rows_tile of %d sums (1 to 4)", R);
+    }
+#undef ROWS_TILE
+    if (d1)
+        for (int r = 1; r < R; r++)  // sum r's part after j1
+            rows_tile<true, 1, T, S>(out + r * os, 0, coef + r * crs + (size_t)j1 * cjs, 0, cjs,
+                                     rows + (size_t)j1 * stride, stride, n, r);
 }
 
 // C (M, N) += A (M, K) @ B (K, N): what the model calls. Below about 64 thousand multiply-adds packing costs more

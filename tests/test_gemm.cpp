@@ -146,6 +146,71 @@ template <typename T, typename S> static void check_weighted_rows(const char* na
     MESSAGE(std::string(name) << ": " << cases << " weighted sums of rows bit for bit");
 }
 
+// weighted_rows_tile (a tile of R queries or keys): sum r over j in [j0 + r d0, j1 + r d1), with its own
+// coefficients coef[r crs + j cjs] and output out + r os, bit for bit the plain loop over that range in order, for
+// the three shapes attention uses (one range for all: the scores; ends growing by one: the output and dq; starts
+// growing by one: dk and dv), both coefficient layouts, every R from 1 to 4
+template <typename T, typename S> static void check_weighted_rows_tile(const char* name) {
+    uint64_t seed = 13;
+    auto rnd = [&]() {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        return (T)((double)(seed >> 11) / 9007199254740992.0 * 2 - 1);
+    };
+    int cases = 0;
+    const int J = 40;  // rows 0..J-1; j1 + R - 1 <= J
+    for (int n : {1, S::VL, 2 * S::VL + 3, 16, 64})
+        for (int R = 1; R <= 4; R++)
+            for (int shape = 0; shape < 3; shape++)
+                for (int layout = 0; layout < 2; layout++)
+                    for (int acc = 0; acc < 2; acc++) {
+                        int d0 = shape == 2, d1 = shape == 1, j0 = shape == 2 ? 5 : 0, j1 = shape == 1 ? 9 : J - 3;
+                        CAPTURE(name);
+                        CAPTURE(n);
+                        CAPTURE(R);
+                        CAPTURE(shape);
+                        CAPTURE(layout);
+                        CAPTURE(acc);
+                        size_t stride = n + 5, os = n + 3;
+                        size_t crs = layout ? 1 : J, cjs = layout ? R : 1;  // r-major or j-major coefficients
+                        std::vector<T> coef((size_t)R * J), rows(stride * J), out0(os * R);
+                        for (T& x : coef) x = rnd();
+                        for (T& x : rows) x = rnd();
+                        for (T& x : out0) x = rnd();
+                        std::vector<T> want(out0), got(out0);
+                        for (int r = 0; r < R; r++)
+                            for (int i = 0; i < n; i++) {
+                                T s = acc ? out0[r * os + i] : 0;
+                                for (int j = j0 + r * d0; j < j1 + r * d1; j++)
+                                    s = step(s, coef[r * crs + j * cjs], rows[j * stride + i]);
+                                want[r * os + i] = s;
+                            }
+                        auto tile = [&](T* out, int end) {
+                            if (acc)
+                                gemm_cpu::weighted_rows_tile<true, T, S>(R, out, os, coef.data(), crs, cjs, rows.data(),
+                                                                         stride, n, j0, d0, end, d1);
+                            else
+                                gemm_cpu::weighted_rows_tile<false, T, S>(R, out, os, coef.data(), crs, cjs,
+                                                                          rows.data(), stride, n, j0, d0, end, d1);
+                        };
+                        tile(got.data(), j1);
+                        REQUIRE(memcmp(got.data(), want.data(), want.size() * sizeof(T)) == 0);
+                        std::vector<T> short_by_one(out0);  // the check can fail: every sum's last row left out
+                        tile(short_by_one.data(), j1 - 1);
+                        for (int r = 0; r < R; r++)
+                            CHECK(memcmp(short_by_one.data() + r * os, want.data() + r * os, n * sizeof(T)) != 0);
+                        cases++;
+                    }
+    MESSAGE(std::string(name) << ": " << cases << " tiles of weighted sums bit for bit");
+}
+
+TEST_CASE("weighted_rows_tile: every vector width, R from 1 to 4, bit for bit the plain loop over each range") {
+    check_weighted_rows_tile<float, gemm_cpu::Tile<float, 64, 12, 2>>("float, 64-byte vectors");
+    check_weighted_rows_tile<float, gemm_cpu::Tile<float, 32, 6, 2>>("float, 32-byte vectors");
+    check_weighted_rows_tile<float, gemm_cpu::Tile<float, 16, 6, 2>>("float, 16-byte vectors");
+    check_weighted_rows_tile<double, gemm_cpu::Tile<double, 32, 6, 2>>("double, 32-byte vectors");
+    check_weighted_rows_tile<float, gemm_cpu::Native<float>>("float, this machine's vectors");
+}
+
 TEST_CASE("weighted_rows: every vector width, bit for bit the plain loop in its stated order") {
     check_weighted_rows<float, gemm_cpu::Tile<float, 64, 12, 2>>("float, 64-byte vectors");
     check_weighted_rows<float, gemm_cpu::Tile<float, 32, 6, 2>>("float, 32-byte vectors");
