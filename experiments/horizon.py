@@ -303,7 +303,7 @@ def lens_rates(args, base, best, lay):
     return rates
 
 
-def lens(args, runs, base, best):
+def lens(args, runs, base, best, unigram):
     """The logit lens of every run of --lens-layouts that finished (docs/experiments.md, section 6): the val loss of
     decoding each sub-layer boundary's state through the layout's own trained head (experiments/depth_probe's
     `lens` rows; for a two-stream head X alone is LN_f(LN_xf(x)), Y alone LN_f(LN_yf(y)), joint the real head).
@@ -370,6 +370,8 @@ def lens(args, runs, base, best):
                for label, lr in lens_rates(args, base, best, lay) if label == "own best"}
         if own:
             panels.append(("each at its own best (%s)" % ", ".join("%s %s" % kv for kv in own.items()), own))
+        panels = [(title, lrs) for title, lrs in panels  # a rate with no run read (no weights here): no panel
+                  if any(row["layout"] == lay and row["lr"] == lr for lay, lr in lrs.items() for row in rows)]
         fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), sharey=True, squeeze=False)
         for ax, (title, lrs) in zip(axes[0], panels):
             for lay, lr in lrs.items():
@@ -383,7 +385,8 @@ def lens(args, runs, base, best):
                     style["ls"] = ls
                     ax.plot([x / 2 for x in xs], ys, lw=1, label="%s %s" % (lay, stream), **style)
             ax.set_title(title, fontsize=8)
-            ax.set_xlabel("block boundary (l; .5 = between attention and MLP)")
+            ax.set_xlabel("block boundary l (.5: attention to MLP)", fontsize=8)
+            ax.set_ylim(1.0, unigram + 2.0)  # a collapsed run's lens runs off the top (its outcome: the grid's table)
         axes[0][0].set_ylabel("val loss through the head (mean over seeds)")
         axes[0][0].legend(fontsize=6)
         common.save_figure(fig, args.results + "_lens.png")
@@ -428,7 +431,7 @@ def main():
     missing = [r for r in wanted if r.dir not in {x.dir for x in done}]  # --no-run only: run_all runs them all
     rows = report(args, done, missing, base, best, unigram)
     plot(args, done, rows, base, unigram)
-    _, lens_cpu = lens(args, done, base, best)
+    _, lens_cpu = lens(args, done, base, best, unigram)
     searched = {x.dir for x in s_runs}
     ds.cost_report(d, [("search at %d layers" % d.search_layers, s_runs, 0.0),
                        ("grid", [r for r in done if r.dir not in searched], 0.0),
