@@ -14,9 +14,9 @@ Instantiating BLAS Functionality", 2015):
     runs: each step loads NV vectors of B's row k and broadcasts MR numbers of A's column k: MR * NV multiply-adds;
   - its operands are packed first, so that the microkernel reads both from consecutive addresses: B in panels of NR
     columns (k-major, KC x NR, in L1), shared by all threads; A in strips of MR rows (k-major), one block of MC rows
-    per thread (in L2), except where A is row-major (the forward's inp, the backward's dout): then a strip's MR rows
-    of KC numbers are read where they lie (MR streams along k that stay in L1 while every panel passes), and
-    packing them would only copy them;
+    per thread (in L2), except where A is row-major (the forward's inp, the backward's dout) or column-major (the
+    backward's dout^T, for dweight): then a strip's MR rows of KC numbers are read where they lie (MR streams along
+    k, or KC short runs of MR, that stay in cache while every panel passes), and packing them would only copy them;
   - K is cut in blocks of KC and N in blocks of NC: all threads pack one KC x NC block of B together, then each
     takes MC-row blocks of A and runs the microkernel over every panel of the block.
 The register tile follows the vector width the compiler targets (-march=native in the Makefile): AVX-512 (32
@@ -87,10 +87,14 @@ template <typename V, typename T> static inline void vmadd(V& c, T a, const V& b
 }
 
 // The microkernel: the MR x NR tile at c (row stride ldc) += the A strip (kc x MR) times the packed B panel (kc x
-// NR), one k after the other. The strip is packed (A(r, k) at ap[k MR + r]) or, DIRECT, read where it lies, A's MR
-// rows lda apart with k along each (A(r, k) at ap[r lda + k]: a row-major A, whose strip's few rows stay in L1
-// while every panel passes, so that packing it would only copy it).
-template <typename T, typename S, bool DIRECT = false>
+// NR), one k after the other. Where the strip's A(r, k) lies (the same sums in the same order in all three):
+// PACKED, packed, at ap[k MR + r]; ROWS, a row-major A read where it lies, its MR rows lda apart with k along each,
+// at ap[r lda + k]; COLS, a column-major A read where it lies (the backward's dout^T in dweight), its MR rows side
+// by side and each k lda further, at ap[k lda + r]. Read where it lies, a strip's few rows stay in cache while every
+// panel passes, so that packing them would only copy them (and, with N as small as the science's 64 channels, the
+// copy costs as much as a quarter of the product).
+enum { PACKED, ROWS, COLS };
+template <typename T, typename S, int AT = PACKED>
 static inline void micro(int kc, const T* __restrict ap, size_t lda, const T* __restrict bp, T* c, size_t ldc) {
     typedef typename S::V V;
     typedef typename S::U U;
@@ -106,7 +110,7 @@ static inline void micro(int kc, const T* __restrict ap, size_t lda, const T* __
         for (int v = 0; v < NV; v++) b[v] = *(const V*)(bp + (size_t)k * NR + v * VL);
 #pragma GCC unroll 16
         for (int r = 0; r < MR; r++) {
-            T a = DIRECT ? ap[r * lda + k] : ap[(size_t)k * MR + r];
+            T a = AT == ROWS ? ap[r * lda + k] : AT == COLS ? ap[(size_t)k * lda + r] : ap[(size_t)k * MR + r];
 #pragma GCC unroll 4
             for (int v = 0; v < NV; v++) acc[r][v] += a * b[v];
         }
@@ -118,12 +122,12 @@ static inline void micro(int kc, const T* __restrict ap, size_t lda, const T* __
 }
 
 // A tile that runs past C's last row or column: through a full tile of its own, the missing part zeros.
-template <typename T, typename S, bool DIRECT = false>
+template <typename T, typename S, int AT = PACKED>
 static void micro_edge(int kc, const T* ap, size_t lda, const T* bp, T* c, size_t ldc, int mr, int nr) {
     const int MR = S::MR, NR = S::NR;
     alignas(64) T tile[MR * NR] = {};
     for (int r = 0; r < mr; r++) memcpy(tile + r * NR, c + r * ldc, nr * sizeof(T));
-    micro<T, S, DIRECT>(kc, ap, lda, bp, tile, NR);
+    micro<T, S, AT>(kc, ap, lda, bp, tile, NR);
     for (int r = 0; r < mr; r++) memcpy(c + r * ldc, tile + r * NR, nr * sizeof(T));
 }
 
@@ -226,9 +230,14 @@ static void gemm_packed(T* c, size_t ldc, const T* a, size_t sam, size_t sak, co
                     int mb = M - m0 < mc ? M - m0 : mc, strips = (mb + MR - 1) / MR;
                     int p0 = (int)((long)npanels * g / groups), p1 = (int)((long)npanels * (g + 1) / groups);
                     // pack A's rows m0 .. m0 + mb (x kc) in strips of MR rows: strip s holds A(m0 + s MR + r,
-                    // k0 + k) at k MR + r; where A is row-major (sak 1) only a last strip of fewer than MR rows
-                    // (the others are read where they lie: micro's DIRECT)
-                    for (int s = sak == 1 ? mb / MR : 0; s < strips; s++) {
+                    // k0 + k) at k MR + r; where A is row-major (sak 1), or column-major (sam 1) with few panels to
+                    // pass, only a last strip of fewer than MR rows (the others are read where they lie: micro's
+                    // ROWS and COLS; a strip read whole there would read past A's last row). A column-major strip
+                    // is KC short runs far apart: read again for each of many panels (d12's 48 and more) it costs
+                    // more than its copy once (tests/bench_gemm, one thread: dweight 11-21% slower at d12 read
+                    // where it lies; 19-26% faster at 64 channels, 4 panels; 0-5% at 16 panels)
+                    const int at = sak == 1 ? ROWS : sam == 1 && npanels <= 16 ? COLS : PACKED;
+                    for (int s = at != PACKED ? mb / MR : 0; s < strips; s++) {
                         T* dst = ap + (size_t)s * KC * MR;
                         int rn = mb - s * MR < MR ? mb - s * MR : MR;
                         for (int k = 0; k < kc; k++) {
@@ -244,12 +253,18 @@ static void gemm_packed(T* c, size_t ldc, const T* a, size_t sam, size_t sak, co
                             int rn = mb - s * MR < MR ? mb - s * MR : MR;
                             T* cij = c + (size_t)(m0 + s * MR) * ldc + j0 + p * NR;
                             const T *as = ap + (size_t)s * KC * MR, *bs = bp + (size_t)p * KC * NR;
-                            const T* ad = a + (size_t)(m0 + s * MR) * sam + k0;  // the strip where it lies
-                            if (sak == 1 && rn == MR) {
+                            // the strip where it lies
+                            const T* ad = a + (size_t)(m0 + s * MR) * sam + (size_t)k0 * sak;
+                            if (at == ROWS && rn == MR) {
                                 if (jn == NR)
-                                    micro<T, S, true>(kc, ad, sam, bs, cij, ldc);
+                                    micro<T, S, ROWS>(kc, ad, sam, bs, cij, ldc);
                                 else
-                                    micro_edge<T, S, true>(kc, ad, sam, bs, cij, ldc, rn, jn);
+                                    micro_edge<T, S, ROWS>(kc, ad, sam, bs, cij, ldc, rn, jn);
+                            } else if (at == COLS && rn == MR) {
+                                if (jn == NR)
+                                    micro<T, S, COLS>(kc, ad, sak, bs, cij, ldc);
+                                else
+                                    micro_edge<T, S, COLS>(kc, ad, sak, bs, cij, ldc, rn, jn);
                             } else if (rn == MR && jn == NR)
                                 micro<T, S>(kc, as, 0, bs, cij, ldc);
                             else
