@@ -142,6 +142,9 @@ static void layernorm_backward(real* dinp, real* dw, real* db, const real* dout,
             for (int i = 0; i < C; i++) {
                 real xhat = (x[i] - m) * s;
                 dx[i] += s * (w[i] * g[i] - gmean - xhat * gxmean);
+            }
+            for (int i = 0; i < C; i++) {  // its own loop: GCC 12 left one loop of dx, dw and db unvectorized
+                real xhat = (x[i] - m) * s;
                 pdw[i] += xhat * g[i];
                 pdb[i] += g[i];
             }
