@@ -265,6 +265,7 @@ def plot(args, runs, rows, base, unigram):
     ax.set_xscale("log")
     ax.set_xticks(args.multipliers)
     ax.set_xticklabels(["%gx\n(%s)" % (m, common.fmt_lr(lr)) for m, lr in zip(args.multipliers, lrs)])
+    ax.set_xticks([], minor=True)  # the log axis's own minor ticks were labeled 2 x 10^0, 4 x 10^0 between them
     ax.set_xlabel("peak learning rate, as a multiple of Pre-Norm's best")
     ax.set_ylabel("final val loss of the trained runs (mean ± sd)")
     ax.set_title("%d layers, C=%d, %d steps, seeds %s" % (d.search_layers, d.channels, d.steps,
