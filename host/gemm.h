@@ -12,13 +12,16 @@ How it is fast (the scheme of BLIS and GotoBLAS; Van Zee and van de Geijn, "BLIS
 Instantiating BLAS Functionality", 2015):
   - a microkernel keeps an MR x NR tile of C in vector registers (MR rows, NV vectors of VL numbers each) while k
     runs: each step loads NV vectors of B's row k and broadcasts MR numbers of A's column k: MR * NV multiply-adds;
-  - its operands are packed first, so that the microkernel reads both from consecutive addresses: B in panels of NR
-    columns (k-major, KC x NR, in L1), shared by all threads; A in strips of MR rows (k-major), one block of MC rows
-    per thread (in L2), except where A is row-major (the forward's inp, the backward's dout) or column-major (the
-    backward's dout^T, for dweight): then a strip's MR rows of KC numbers are read where they lie (MR streams along
-    k, or KC short runs of MR, that stay in cache while every panel passes), and packing them would only copy them;
-  - K is cut in blocks of KC and N in blocks of NC: all threads pack one KC x NC block of B together, then each
-    takes MC-row blocks of A and runs the microkernel over every panel of the block.
+  - K is cut in blocks of KC and N in blocks of NC. A block of B (KC x NC, in L2) is packed first in panels of NR
+    columns (k-major), so that the microkernel reads it from consecutive addresses (a transposed B, the forward's
+    weight, through VL x VL transposes in registers); then each strip of MR rows of A (KC x MR, in L1) runs against
+    every panel of the block. A strip is packed too (k-major), except where A is
+    row-major (the forward's inp, the backward's dout) or column-major with few panels to pass (the backward's
+    dout^T, for dweight, at the science's 64 channels): then its MR rows are read where they lie, and packing them
+    would only copy them;
+  - the threads share C out as a grid of row groups x column groups: each thread packs the B it needs for its own
+    columns (and the A for its own rows) into buffers of its own and writes its own part of C, so that no thread
+    waits for another until the end (share_out picks the grid).
 The register tile follows the vector width the compiler targets (-march=native in the Makefile): AVX-512 (32
 registers of 16 floats) 12 rows x 2 vectors, AVX and AVX2 (16 registers of 8) 6 x 2, anything else (16 bytes) 6 x 2;
 tests/test_gemm.cpp runs all three on any machine.
@@ -36,6 +39,8 @@ every tile; tests/test_gemm.cpp checks it bit for bit against that plain loop, f
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <cstdint>
+#include <type_traits>
 #include "utils.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -48,11 +53,12 @@ namespace gemm_cpu {
 template <typename T, int VBYTES, int MR_, int NV_> struct Tile {
     typedef T V __attribute__((vector_size(VBYTES)));                                  // a vector, aligned
     typedef T U __attribute__((vector_size(VBYTES), aligned(sizeof(T)), may_alias));   // unaligned (C's rows)
+    typedef typename std::conditional<sizeof(T) == 4, int32_t, int64_t>::type IT;
+    typedef IT I __attribute__((vector_size(VBYTES)));  // the indices __builtin_shuffle takes
     static const int VL = VBYTES / (int)sizeof(T);  // numbers per vector
     static const int MR = MR_, NV = NV_, NR = NV * VL;
-    static const int KC = 256;                      // K block: one B panel, KC x NR, stays in L1
-    static const int MC = 16 * MR;                  // rows of A a thread packs at once (at most)
-    static const int NC = 16 * 256;                 // columns of B packed at once (a multiple of NR)
+    static const int KC = 256;   // K block: a strip of A, KC x MR (12 KB at AVX-512's 12 rows), stays in L1
+    static const int NC = 1024;  // N block (a multiple of NR): a block of B, KC x NC (1 MB of floats), in L2
 };
 #if defined(__AVX512F__)
 template <typename T> using Native = Tile<T, 64, 12, 2>;  // 32 registers: 24 accumulators, 2 of B, 1 of A
@@ -161,42 +167,129 @@ static void gemm_small(T* c, size_t ldc, const T* a, size_t sam, size_t sak, con
         }
 }
 
+// r[0 .. VL) := its transpose, a block of VL x VL numbers in VL vectors. Stage H (VL / 2, ..., 2, 1) swaps the two
+// off-diagonal H x H blocks of every 2H x 2H block: after all stages every number has crossed the diagonal.
+template <typename S, int H> static inline void transpose_stage(typename S::V* r) {
+    typedef typename S::V V;
+    const int VL = S::VL;
+    typename S::I lo, hi;  // the shuffles' indices: 0 .. VL - 1 the first vector's lanes, VL .. 2 VL - 1 the second's
+#pragma GCC unroll 16
+    for (int l = 0; l < VL; l++) lo[l] = (l & H) == 0 ? l : VL + l - H, hi[l] = (l & H) == 0 ? l + H : VL + l;
+#pragma GCC unroll 16
+    for (int i = 0; i < VL; i++)
+        if ((i & H) == 0) {
+            V x = r[i], y = r[i + H];
+            r[i] = __builtin_shuffle(x, y, lo);
+            r[i + H] = __builtin_shuffle(x, y, hi);
+        }
+    if constexpr (H > 1) transpose_stage<S, H / 2>(r);
+}
+
+// Pack a block of B, kc x nc with B(k, j) = b[k sbk + j sbn], in panels of NR columns: panel p holds B(k, p NR + j)
+// at dst[p KC NR + k NR + j], the columns past nc zeros. A transposed view (sbk 1: the forward's weight, each of
+// B's columns a row of W) is read VL x VL at a time, VL vectors along k transposed in registers; any other, along
+// B's rows (a row-major B, sbn 1, copied NR numbers at a time).
+template <typename T, typename S> static void pack_b(T* dst, const T* b, size_t sbk, size_t sbn, int kc, int nc) {
+    typedef typename S::V V;
+    typedef typename S::U U;
+    const int VL = S::VL, NR = S::NR, KC = S::KC;
+    int npanels = (nc + NR - 1) / NR;
+    for (int p = 0; p < npanels; p++) {
+        T* d = dst + (size_t)p * KC * NR;
+        const T* bp = b + (size_t)p * NR * sbn;
+        int jn = nc - p * NR < NR ? nc - p * NR : NR, k = 0;
+        if (sbk == 1 && sbn != 1 && jn == NR)
+            for (; k + VL <= kc; k += VL)
+                for (int v = 0; v < S::NV; v++) {
+                    V r[VL];  // r[i]: B(k .. k + VL, p NR + v VL + i), then (transposed) B(k + i, p NR + v VL ...)
+#pragma GCC unroll 16
+                    for (int i = 0; i < VL; i++) r[i] = *(const U*)(bp + (size_t)(v * VL + i) * sbn + k);
+                    transpose_stage<S, VL / 2>(r);
+#pragma GCC unroll 16
+                    for (int i = 0; i < VL; i++) *(V*)(d + (size_t)(k + i) * NR + v * VL) = r[i];
+                }
+        for (; k < kc; k++) {  // row by row: a row-major B, and the rest of a transposed one
+            T* dk = d + (size_t)k * NR;
+            const T* src = bp + (size_t)k * sbk;
+            int j = 0;
+            if (sbn == 1 && jn == NR)
+                memcpy(dk, src, NR * sizeof(T)), j = NR;
+            for (; j < jn; j++) dk[j] = src[(size_t)j * sbn];
+            for (; j < NR; j++) dk[j] = 0;
+        }
+    }
+}
+
+// Pack a strip of A, its rows m .. m + rn (rn <= MR) and kc columns from a (A(m + r, k) = a[r sam + k sak]): A(m +
+// r, k) at dst[k MR + r], the rows past rn zeros.
+template <typename T, typename S> static void pack_a(T* dst, const T* a, size_t sam, size_t sak, int kc, int rn) {
+    const int MR = S::MR;
+    for (int k = 0; k < kc; k++) {
+        T* dk = dst + (size_t)k * MR;
+        const T* src = a + (size_t)k * sak;
+        int r = 0;
+        if (sam == 1 && rn == MR)  // a column-major A (the backward's dout^T): MR numbers side by side
+            memcpy(dk, src, MR * sizeof(T)), r = MR;
+        for (; r < rn; r++) dk[r] = src[(size_t)r * sam];
+        for (; r < MR; r++) dk[r] = 0;
+    }
+}
+
+// How the threads share C out: a grid of gm row groups x gn column groups, each thread a cell of whole strips (MR
+// rows) and whole panels (NR columns). A thread brings in the A of its own rows and the B of its own columns (packs
+// them, or reads them where they lie), so that splitting the columns brings A in once for each column group, and
+// splitting the rows B once for each row group. Of the grids of at most `threads` cells, the one whose largest cell
+// costs least, counting each number brought in as PACK_COST multiply-adds (packing one takes about a cycle, where
+// AVX-512's microkernel does 32 multiply-adds). Which thread does which element is all it decides: the sums are
+// the same for any grid.
+struct Grid { int gm, gn; };
+static const int PACK_COST = 32;
+static inline Grid share_out(int threads, int strips, int panels, int MR, int NR, int K) {
+    Grid best = {1, 1};
+    double best_cost = 0;
+    for (int gn = 1; gn <= threads && gn <= panels; gn++) {
+        int gm = threads / gn < strips ? threads / gn : strips;
+        double rows = (double)((strips + gm - 1) / gm) * MR, cols = (double)((panels + gn - 1) / gn) * NR;
+        double cost = (rows * cols + PACK_COST * (rows + cols)) * K;
+        if (gn == 1 || cost < best_cost) best = {gm, gn}, best_cost = cost;
+    }
+    return best;
+}
+
 // C (M, N) += A (M, K) @ B (K, N), packed; see the top of this file
 template <typename T, typename S = Native<T>>
 static void gemm_packed(T* c, size_t ldc, const T* a, size_t sam, size_t sak, const T* b, size_t sbk, size_t sbn,
                         int M, int N, int K) {
     if (M <= 0 || N <= 0 || K <= 0) return;
     const int MR = S::MR, NR = S::NR, KC = S::KC, NC = S::NC;
+    const int strips = (M + MR - 1) / MR, panels = (N + NR - 1) / NR;
     int threads = 1;
 #ifdef _OPENMP
-    // a small product on one thread: below about a million multiply-adds (tens of microseconds) the threads' start
-    // and their two barriers a block cost more than they share (and much more where the cores are busy)
+    // a small product on one thread: below about a million multiply-adds (tens of microseconds) starting the
+    // threads costs more than they share (and much more where the cores are busy)
     if (!omp_in_parallel() && (double)M * N * K >= (1 << 20)) threads = omp_get_max_threads();
 #endif
-    // the rows in blocks of at most S::MC, as many blocks as a multiple of the threads, as even as the strips of
-    // MR rows allow (the blocks only say which thread does which rows, not how anything is summed)
-    int mblocks = (M + S::MC - 1) / S::MC;
-    mblocks = (mblocks + threads - 1) / threads * threads;
-    int mc = ((M + mblocks - 1) / mblocks + MR - 1) / MR * MR;
-    mblocks = (M + mc - 1) / mc;
-    int npanels_max = (NC < N ? NC : (N + NR - 1) / NR * NR) / NR;
-    // where there are fewer row blocks than threads, the panels of a block are shared out too
-    int groups = mblocks >= threads ? 1 : (threads + mblocks - 1) / mblocks;
-    if (groups > npanels_max) groups = npanels_max;
-    static T* bpack = nullptr;
-    static size_t bhave = 0;
+    const Grid grid = share_out(threads, strips, panels, MR, NR, K);
+    threads = grid.gm * grid.gn;
+    // each thread's packing buffers, kept from call to call: a block of B (KC x NC) and a strip of A (KC x MR)
+    static T** bpack = nullptr;
     static T** apack = nullptr;
+    static size_t* bhave = nullptr;
     static size_t* ahave = nullptr;
-    static int athreads = 0;
-    T* bp = scratch<T>(&bpack, &bhave, (size_t)KC * npanels_max * NR);
-    if (threads > athreads) {
+    static int have_threads = 0;
+    if (threads > have_threads) {
+        bpack = (T**)realloc(bpack, threads * sizeof(T*));
         apack = (T**)realloc(apack, threads * sizeof(T*));
+        bhave = (size_t*)realloc(bhave, threads * sizeof(size_t));
         ahave = (size_t*)realloc(ahave, threads * sizeof(size_t));
-        if (!apack || !ahave) fail("out of memory for the matrix products' packing pointers");
-        for (int t = athreads; t < threads; t++) apack[t] = nullptr, ahave[t] = 0;
-        athreads = threads;
+        if (!bpack || !apack || !bhave || !ahave) fail("out of memory for the matrix products' packing pointers");
+        for (int t = have_threads; t < threads; t++) bpack[t] = apack[t] = nullptr, bhave[t] = ahave[t] = 0;
+        have_threads = threads;
     }
-    for (int t = 0; t < threads; t++) scratch<T>(&apack[t], &ahave[t], (size_t)KC * S::MC);
+    for (int t = 0; t < threads; t++) {
+        scratch<T>(&bpack[t], &bhave[t], (size_t)KC * NC);
+        scratch<T>(&apack[t], &ahave[t], (size_t)KC * MR);
+    }
 
 #pragma omp parallel num_threads(threads)
     {
@@ -204,74 +297,50 @@ static void gemm_packed(T* c, size_t ldc, const T* a, size_t sam, size_t sak, co
 #ifdef _OPENMP
         tid = omp_get_thread_num();
 #endif
-        T* ap = apack[tid];
-        for (int j0 = 0; j0 < N; j0 += NC) {
-            int nc = N - j0 < NC ? N - j0 : NC, npanels = (nc + NR - 1) / NR;
+        // this thread's cell of the grid: strips s0 .. s1, columns n0 .. n1
+        int gi = tid / grid.gn, gj = tid % grid.gn;
+        int s0 = (int)((long)strips * gi / grid.gm), s1 = (int)((long)strips * (gi + 1) / grid.gm);
+        int n0 = (int)((long)panels * gj / grid.gn) * NR, n1 = (int)((long)panels * (gj + 1) / grid.gn) * NR;
+        if (n1 > N) n1 = N;
+        T *bp = bpack[tid], *ap = apack[tid];
+        for (int j0 = n0; j0 < n1; j0 += NC) {
+            int nc = n1 - j0 < NC ? n1 - j0 : NC, npanels = (nc + NR - 1) / NR;
+            // where A's strips are read: where they lie if A is row-major (sak 1), or column-major (sam 1) with few
+            // panels to pass: a column-major strip is KC short runs far apart, and read again for each of many
+            // panels (d12's 768 columns: 24 of AVX-512's panels, 48 of AVX2's) it costs more than its copy once
+            // (tests/bench_gemm, one thread, AVX2, with the loops in an earlier order: dweight 11-21% slower at d12
+            // read where it lies; 19-26% faster at 64 channels, 4 panels; 0-5% at 16 panels)
+            const int at = sak == 1 ? ROWS : sam == 1 && npanels <= 16 ? COLS : PACKED;
             for (int k0 = 0; k0 < K; k0 += KC) {
                 int kc = K - k0 < KC ? K - k0 : KC;
-                // pack B (kc x nc) in panels of NR columns: panel p holds B(k0 + k, j0 + p NR + j) at k NR + j
-#pragma omp for schedule(static)
-                for (int p = 0; p < npanels; p++) {
-                    T* dst = bp + (size_t)p * KC * NR;
-                    int jn = nc - p * NR < NR ? nc - p * NR : NR;
-                    for (int k = 0; k < kc; k++) {
-                        const T* src = b + (size_t)(k0 + k) * sbk + (size_t)(j0 + p * NR) * sbn;
-                        int j = 0;
-                        if (sbn == 1)
-                            for (; j < jn; j++) dst[(size_t)k * NR + j] = src[j];
-                        else
-                            for (; j < jn; j++) dst[(size_t)k * NR + j] = src[(size_t)j * sbn];
-                        for (; j < NR; j++) dst[(size_t)k * NR + j] = 0;
-                    }
-                }  // the implicit barrier: B is packed before anyone uses it
-#pragma omp for schedule(static)
-                for (int item = 0; item < mblocks * groups; item++) {
-                    int m0 = (item / groups) * mc, g = item % groups;
-                    int mb = M - m0 < mc ? M - m0 : mc, strips = (mb + MR - 1) / MR;
-                    int p0 = (int)((long)npanels * g / groups), p1 = (int)((long)npanels * (g + 1) / groups);
-                    // pack A's rows m0 .. m0 + mb (x kc) in strips of MR rows: strip s holds A(m0 + s MR + r,
-                    // k0 + k) at k MR + r; where A is row-major (sak 1), or column-major (sam 1) with few panels to
-                    // pass, only a last strip of fewer than MR rows (the others are read where they lie: micro's
-                    // ROWS and COLS; a strip read whole there would read past A's last row). A column-major strip
-                    // is KC short runs far apart: read again for each of many panels (d12's 48 and more) it costs
-                    // more than its copy once (tests/bench_gemm, one thread: dweight 11-21% slower at d12 read
-                    // where it lies; 19-26% faster at 64 channels, 4 panels; 0-5% at 16 panels)
-                    const int at = sak == 1 ? ROWS : sam == 1 && npanels <= 16 ? COLS : PACKED;
-                    for (int s = at != PACKED ? mb / MR : 0; s < strips; s++) {
-                        T* dst = ap + (size_t)s * KC * MR;
-                        int rn = mb - s * MR < MR ? mb - s * MR : MR;
-                        for (int k = 0; k < kc; k++) {
-                            const T* src = a + (size_t)(m0 + s * MR) * sam + (size_t)(k0 + k) * sak;
-                            int r = 0;
-                            for (; r < rn; r++) dst[(size_t)k * MR + r] = src[(size_t)r * sam];
-                            for (; r < MR; r++) dst[(size_t)k * MR + r] = 0;
-                        }
-                    }
-                    for (int p = p0; p < p1; p++) {  // each B panel (in L1) against every strip of the A block
+                pack_b<T, S>(bp, b + (size_t)k0 * sbk + (size_t)j0 * sbn, sbk, sbn, kc, nc);
+                for (int s = s0; s < s1; s++) {  // each strip of A against every panel of the block
+                    int m0 = s * MR, rn = M - m0 < MR ? M - m0 : MR;
+                    const T* as = a + (size_t)m0 * sam + (size_t)k0 * sak;  // the strip where it lies
+                    bool packed = at == PACKED || rn < MR;  // a strip of fewer rows than MR is packed with zeros
+                    if (packed) pack_a<T, S>(ap, as, sam, sak, kc, rn);
+                    for (int p = 0; p < npanels; p++) {
                         int jn = nc - p * NR < NR ? nc - p * NR : NR;
-                        for (int s = 0; s < strips; s++) {
-                            int rn = mb - s * MR < MR ? mb - s * MR : MR;
-                            T* cij = c + (size_t)(m0 + s * MR) * ldc + j0 + p * NR;
-                            const T *as = ap + (size_t)s * KC * MR, *bs = bp + (size_t)p * KC * NR;
-                            // the strip where it lies
-                            const T* ad = a + (size_t)(m0 + s * MR) * sam + (size_t)k0 * sak;
-                            if (at == ROWS && rn == MR) {
-                                if (jn == NR)
-                                    micro<T, S, ROWS>(kc, ad, sam, bs, cij, ldc);
-                                else
-                                    micro_edge<T, S, ROWS>(kc, ad, sam, bs, cij, ldc, rn, jn);
-                            } else if (at == COLS && rn == MR) {
-                                if (jn == NR)
-                                    micro<T, S, COLS>(kc, ad, sak, bs, cij, ldc);
-                                else
-                                    micro_edge<T, S, COLS>(kc, ad, sak, bs, cij, ldc, rn, jn);
-                            } else if (rn == MR && jn == NR)
-                                micro<T, S>(kc, as, 0, bs, cij, ldc);
+                        T* cij = c + (size_t)m0 * ldc + j0 + p * NR;
+                        const T* bs = bp + (size_t)p * KC * NR;
+                        if (packed) {
+                            if (rn == MR && jn == NR)
+                                micro<T, S>(kc, ap, 0, bs, cij, ldc);
                             else
-                                micro_edge<T, S>(kc, as, 0, bs, cij, ldc, rn, jn);
+                                micro_edge<T, S>(kc, ap, 0, bs, cij, ldc, rn, jn);
+                        } else if (at == ROWS) {
+                            if (jn == NR)
+                                micro<T, S, ROWS>(kc, as, sam, bs, cij, ldc);
+                            else
+                                micro_edge<T, S, ROWS>(kc, as, sam, bs, cij, ldc, rn, jn);
+                        } else {
+                            if (jn == NR)
+                                micro<T, S, COLS>(kc, as, sak, bs, cij, ldc);
+                            else
+                                micro_edge<T, S, COLS>(kc, as, sak, bs, cij, ldc, rn, jn);
                         }
                     }
-                }  // the implicit barrier: every tile is done with this block of B before it is packed again
+                }
             }
         }
     }

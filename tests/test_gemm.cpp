@@ -2,9 +2,11 @@
 // comment states: c <- c + A(m, k) B(k, n) for k = 0, 1, ..., K - 1, one rounding each where gemm_cpu::FUSED (an
 // FMA), two where not. For each register tile (AVX-512's, AVX2's and the 16-byte one, whatever this machine has: a
 // vector wider than the machine's is split by the compiler), float and double, A and B plain or transposed views,
-// 1, 2 and 3 threads, on shapes that reach every path: edge tiles in M and N, more than one K block (KC = 256) and
-// N block (NC = 4096), fewer row blocks than threads (the panels shared out); the unpacked path that small products
-// take (gemm_small), the same order; and attention's weighted sums of rows (weighted_rows), the same rounding.
+// 1 to 4 threads, on shapes that reach every path: edge tiles in M and N, more than one K block (KC = 256) and N
+// block (NC = 1024) for a thread, the transposed B's blocks of VL x VL and what is left of them, the threads' grids
+// of rows only, columns only and both (the check below says each was reached); the unpacked path that small
+// products take (gemm_small), the same order; and attention's weighted sums of rows (weighted_rows), the same
+// rounding.
 // tests/test_reference.cpp holds the model's products (matmul_forward, matmul_backward) to the naive loops, the
 // math, within float32's rounding bound.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
@@ -30,7 +32,7 @@ static void gemm_plain(T* c, size_t ldc, const T* a, size_t sam, size_t sak, con
 
 struct Case { int M, N, K; };
 static const Case CASES[] = {{1, 1, 1},    {13, 36, 64},   {6, 10, 40},  {300, 7, 24}, {9, 300, 18},
-                             {257, 70, 600}, {5, 5000, 3}, {40, 4200, 9}, {31, 33, 513}};
+                             {257, 70, 600}, {5, 5000, 3}, {40, 4200, 9}, {31, 33, 513}, {300, 300, 64}};
 
 template <typename T, typename S> static void check_tile(const char* name) {
     uint64_t seed = 7;
@@ -39,6 +41,7 @@ template <typename T, typename S> static void check_tile(const char* name) {
         return (T)((double)(seed >> 11) / 9007199254740992.0 * 2 - 1);
     };
     int cases = 0;
+    bool grid_rows = false, grid_cols = false, grid_both = false;  // which kinds of the threads' grid were reached
     for (const Case& cs : CASES) {
         int M = cs.M, N = cs.N, K = cs.K;
         for (int ta = 0; ta < 2; ta++)
@@ -56,8 +59,14 @@ template <typename T, typename S> static void check_tile(const char* name) {
                 size_t sam = ta ? 1 : K, sak = ta ? M : 1, sbk = tb ? 1 : N, sbn = tb ? K : 1;
                 std::vector<T> want(c0);
                 gemm_plain(want.data(), N, a.data(), sam, sak, b.data(), sbk, sbn, M, N, K);
-                for (int threads = 1; threads <= 3; threads++) {
+                for (int threads = 1; threads <= 4; threads++) {
                     CAPTURE(threads);
+                    if ((double)M * N * K >= (1 << 20)) {  // gemm_packed's threshold for more than one thread
+                        gemm_cpu::Grid g = gemm_cpu::share_out(threads, (M + S::MR - 1) / S::MR,
+                                                               (N + S::NR - 1) / S::NR, S::MR, S::NR, K);
+                        grid_rows |= g.gm > 1 && g.gn == 1, grid_cols |= g.gm == 1 && g.gn > 1;
+                        grid_both |= g.gm > 1 && g.gn > 1;
+                    }
                     omp_set_num_threads(threads);
                     std::vector<T> got(c0);
                     gemm_cpu::gemm_packed<T, S>(got.data(), N, a.data(), sam, sak, b.data(), sbk, sbn, M, N, K);
@@ -80,6 +89,9 @@ template <typename T, typename S> static void check_tile(const char* name) {
                 cases++;
             }
     }
+    CHECK(grid_rows);
+    CHECK(grid_cols);
+    CHECK(grid_both);
     omp_set_num_threads(2);
     MESSAGE(std::string(name) << ": " << cases << " products bit for bit (tile " << S::MR << " x " << S::NR << ", "
                               << S::VL << " numbers a vector), the multiply-add "
