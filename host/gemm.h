@@ -23,7 +23,7 @@ Instantiating BLAS Functionality", 2015):
     columns (and the A for its own rows) into buffers of its own and writes its own part of C, so that no thread
     waits for another until the end (share_out picks the grid).
 The register tile follows the vector width the compiler targets (-march=native in the Makefile): AVX-512 (32
-registers of 16 floats) 12 rows x 2 vectors, AVX and AVX2 (16 registers of 8) 6 x 2, anything else (16 bytes) 6 x 2;
+registers of 16 floats) 6 rows x 4 vectors, AVX and AVX2 (16 registers of 8) 6 x 2, anything else (16 bytes) 6 x 2;
 tests/test_gemm.cpp runs all three on any machine.
 
 The order of the sums, and why it does not depend on the threads, the tile or the vector width: every element of
@@ -57,11 +57,12 @@ template <typename T, int VBYTES, int MR_, int NV_> struct Tile {
     typedef IT I __attribute__((vector_size(VBYTES)));  // the indices __builtin_shuffle takes
     static const int VL = VBYTES / (int)sizeof(T);  // numbers per vector
     static const int MR = MR_, NV = NV_, NR = NV * VL;
-    static const int KC = 256;   // K block: a strip of A, KC x MR (12 KB at AVX-512's 12 rows), stays in L1
-    static const int NC = 1024;  // N block (a multiple of NR): a block of B, KC x NC (1 MB of floats), in L2
+    static const int KC = 256;   // K block: a strip of A, KC x MR (6 KB of floats at 6 rows), stays in L1
+    static const int NC = 1024;  // N block: a block of B, KC x NC (1 MB of floats), in L2
+    static_assert(NC % NR == 0, "an N block is whole panels");
 };
 #if defined(__AVX512F__)
-template <typename T> using Native = Tile<T, 64, 12, 2>;  // 32 registers: 24 accumulators, 2 of B, 1 of A
+template <typename T> using Native = Tile<T, 64, 6, 4>;   // 32 registers: 24 accumulators, 4 of B, 1 of A
 #elif defined(__AVX__)
 template <typename T> using Native = Tile<T, 32, 6, 2>;   // 16 registers: 12 accumulators, 2 of B, 1 of A
 #else
@@ -306,11 +307,10 @@ static void gemm_packed(T* c, size_t ldc, const T* a, size_t sam, size_t sak, co
         for (int j0 = n0; j0 < n1; j0 += NC) {
             int nc = n1 - j0 < NC ? n1 - j0 : NC, npanels = (nc + NR - 1) / NR;
             // where A's strips are read: where they lie if A is row-major (sak 1), or column-major (sam 1) with few
-            // panels to pass: a column-major strip is KC short runs far apart, and read again for each of many
-            // panels (d12's 768 columns: 24 of AVX-512's panels, 48 of AVX2's) it costs more than its copy once
-            // (tests/bench_gemm, one thread, AVX2, with the loops in an earlier order: dweight 11-21% slower at d12
-            // read where it lies; 19-26% faster at 64 channels, 4 panels; 0-5% at 16 panels)
-            const int at = sak == 1 ? ROWS : sam == 1 && npanels <= 16 ? COLS : PACKED;
+            // panels to pass: a column-major strip is KC short runs far apart, and read again for each of several
+            // panels it costs more than its copy once (tests/bench_gemm, one thread, AVX-512, 2 interleaved rounds:
+            // dweight packed 2-19% faster at d12, 12 panels; 0-19% slower at 64 channels, 1 panel)
+            const int at = sak == 1 ? ROWS : sam == 1 && npanels <= 4 ? COLS : PACKED;
             for (int k0 = 0; k0 < K; k0 += KC) {
                 int kc = K - k0 < KC ? K - k0 : KC;
                 pack_b<T, S>(bp, b + (size_t)k0 * sbk + (size_t)j0 * sbn, sbk, sbn, kc, nc);

@@ -32,7 +32,7 @@ static void gemm_plain(T* c, size_t ldc, const T* a, size_t sam, size_t sak, con
 
 struct Case { int M, N, K; };
 static const Case CASES[] = {{1, 1, 1},    {13, 36, 64},   {6, 10, 40},  {300, 7, 24}, {9, 300, 18},
-                             {257, 70, 600}, {5, 5000, 3}, {40, 4200, 9}, {31, 33, 513}, {300, 300, 64}};
+                             {257, 70, 600}, {5, 5000, 3}, {40, 4200, 9}, {31, 33, 513}, {140, 120, 64}};
 
 template <typename T, typename S> static void check_tile(const char* name) {
     uint64_t seed = 7;
@@ -99,10 +99,10 @@ template <typename T, typename S> static void check_tile(const char* name) {
 }
 
 TEST_CASE("gemm_acc: every tile, bit for bit the plain loop in its stated order") {
-    check_tile<float, gemm_cpu::Tile<float, 64, 12, 2>>("float, AVX-512's tile");
+    check_tile<float, gemm_cpu::Tile<float, 64, 6, 4>>("float, AVX-512's tile");
     check_tile<float, gemm_cpu::Tile<float, 32, 6, 2>>("float, AVX2's tile");
     check_tile<float, gemm_cpu::Tile<float, 16, 6, 2>>("float, the 16-byte tile");
-    check_tile<double, gemm_cpu::Tile<double, 64, 12, 2>>("double, AVX-512's tile");
+    check_tile<double, gemm_cpu::Tile<double, 64, 6, 4>>("double, AVX-512's tile");
     check_tile<double, gemm_cpu::Tile<double, 32, 6, 2>>("double, AVX2's tile");
     check_tile<float, gemm_cpu::Native<float>>("float, this machine's tile");
 }
