@@ -111,6 +111,7 @@ static inline void micro(int kc, const T* __restrict ap, size_t lda, const T* __
     for (int r = 0; r < MR; r++)
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) acc[r][v] = *(const U*)(c + r * ldc + v * VL);
+#pragma GCC unroll 2  // two k a turn of the loop: 3-5% faster at d12 and 64 channels (tests/bench_gemm)
     for (int k = 0; k < kc; k++) {
         V b[NV];
 #pragma GCC unroll 4
