@@ -1187,7 +1187,16 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     }
 }
 
-static void gpt2_zero_grad(GPT2* m) { memset(m->grads_memory, 0, m->num_parameters * sizeof(real)); }
+// memset(p, 0, n numbers), in chunks shared among the threads (one thread's memset of the activation gradients, 147 MB
+// at 16 layers x 64 channels, would leave the others waiting: 9% of the step on two threads)
+static void zero_reals(real* p, size_t n) {
+    const size_t CHUNK = 1 << 16;
+#pragma omp parallel for
+    for (size_t k = 0; k < (n + CHUNK - 1) / CHUNK; k++)
+        memset(p + k * CHUNK, 0, std::min(CHUNK, n - k * CHUNK) * sizeof(real));
+}
+
+static void gpt2_zero_grad(GPT2* m) { zero_reals(m->grads_memory, m->num_parameters); }
 
 // Accumulates the gradient of loss_scale * mean_loss into the parameter gradients (loss_scale = 1/accumulation
 // steps when several micro-batches make one step).
@@ -1195,7 +1204,7 @@ static void gpt2_backward(GPT2* m, real loss_scale = 1) {
     if (m->mean_loss == -1) fail("backward needs a forward pass with targets");
     const GPT2Config& c = m->config;
     int B = m->B, T = m->T, C = c.channels, N = B * T, L = c.num_layers;
-    memset(m->grads_acts_memory, 0, m->num_activations * sizeof(real));
+    zero_reals(m->grads_acts_memory, m->num_activations);
     ActivationTensors *a = &m->acts, *d = &m->grads_acts;
 
     crossentropy_softmax_backward(d->logits, a->probs, m->targets, loss_scale / N, N, c.vocab_size,
