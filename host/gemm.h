@@ -258,6 +258,53 @@ static inline Grid share_out(int threads, int strips, int panels, int MR, int NR
     return best;
 }
 
+// One thread's cell of C (M, N) += A (M, K) @ B (K, N): the strips s0 .. s1 of MR rows and the columns n0 .. n1,
+// with its own buffers for a block of B (bp: KC x NC) and a strip of A (ap: KC x MR); see the top of this file
+template <typename T, typename S>
+static void gemm_cell(T* c, size_t ldc, const T* a, size_t sam, size_t sak, const T* b, size_t sbk, size_t sbn, int M,
+                      int K, int s0, int s1, int n0, int n1, T* bp, T* ap) {
+    const int MR = S::MR, NR = S::NR, KC = S::KC, NC = S::NC;
+    for (int j0 = n0; j0 < n1; j0 += NC) {
+        int nc = n1 - j0 < NC ? n1 - j0 : NC, npanels = (nc + NR - 1) / NR;
+        // where A's strips are read: where they lie if A is row-major (sak 1), or column-major (sam 1) with few
+        // panels to pass: a column-major strip is KC short runs far apart, and read again for each of several
+        // panels it costs more than its copy once (tests/bench_gemm, one thread, AVX-512, 2 interleaved rounds:
+        // dweight packed 2-19% faster at d12, 12 panels; 0-19% slower at 64 channels, 1 panel)
+        const int at = sak == 1 ? ROWS : sam == 1 && npanels <= 4 ? COLS : PACKED;
+        for (int k0 = 0; k0 < K; k0 += KC) {
+            int kc = K - k0 < KC ? K - k0 : KC;
+            pack_b<T, S>(bp, b + (size_t)k0 * sbk + (size_t)j0 * sbn, sbk, sbn, kc, nc);
+            for (int s = s0; s < s1; s++) {  // each strip of A against every panel of the block
+                int m0 = s * MR, rn = M - m0 < MR ? M - m0 : MR;
+                const T* as = a + (size_t)m0 * sam + (size_t)k0 * sak;  // the strip where it lies
+                bool packed = at == PACKED || rn < MR;  // a strip of fewer rows than MR is packed with zeros
+                if (packed) pack_a<T, S>(ap, as, sam, sak, kc, rn);
+                for (int p = 0; p < npanels; p++) {
+                    int jn = nc - p * NR < NR ? nc - p * NR : NR;
+                    T* cij = c + (size_t)m0 * ldc + j0 + p * NR;
+                    const T* bs = bp + (size_t)p * KC * NR;
+                    if (packed) {
+                        if (rn == MR && jn == NR)
+                            micro<T, S>(kc, ap, 0, bs, cij, ldc);
+                        else
+                            micro_edge<T, S>(kc, ap, 0, bs, cij, ldc, rn, jn);
+                    } else if (at == ROWS) {
+                        if (jn == NR)
+                            micro<T, S, ROWS>(kc, as, sam, bs, cij, ldc);
+                        else
+                            micro_edge<T, S, ROWS>(kc, as, sam, bs, cij, ldc, rn, jn);
+                    } else {
+                        if (jn == NR)
+                            micro<T, S, COLS>(kc, as, sak, bs, cij, ldc);
+                        else
+                            micro_edge<T, S, COLS>(kc, as, sak, bs, cij, ldc, rn, jn);
+                    }
+                }
+            }
+        }
+    }
+}
+
 // C (M, N) += A (M, K) @ B (K, N), packed; see the top of this file
 template <typename T, typename S = Native<T>>
 static void gemm_packed(T* c, size_t ldc, const T* a, size_t sam, size_t sak, const T* b, size_t sbk, size_t sbn,
@@ -272,78 +319,38 @@ static void gemm_packed(T* c, size_t ldc, const T* a, size_t sam, size_t sak, co
     if (!omp_in_parallel() && (double)M * N * K >= (1 << 20)) threads = omp_get_max_threads();
 #endif
     const Grid grid = share_out(threads, strips, panels, MR, NR, K);
-    threads = grid.gm * grid.gn;
-    // each thread's packing buffers, kept from call to call: a block of B (KC x NC) and a strip of A (KC x MR)
+    const int cells = grid.gm * grid.gn;
+    // each thread's packing buffers, kept from call to call (one product at a time: the model never runs two at
+    // once): a block of B (KC x NC) and a strip of A (KC x MR)
     static T** bpack = nullptr;
     static T** apack = nullptr;
     static size_t* bhave = nullptr;
     static size_t* ahave = nullptr;
-    static int have_threads = 0;
-    if (threads > have_threads) {
-        bpack = (T**)realloc(bpack, threads * sizeof(T*));
-        apack = (T**)realloc(apack, threads * sizeof(T*));
-        bhave = (size_t*)realloc(bhave, threads * sizeof(size_t));
-        ahave = (size_t*)realloc(ahave, threads * sizeof(size_t));
+    static int have = 0;
+    if (cells > have) {
+        bpack = (T**)realloc(bpack, cells * sizeof(T*));
+        apack = (T**)realloc(apack, cells * sizeof(T*));
+        bhave = (size_t*)realloc(bhave, cells * sizeof(size_t));
+        ahave = (size_t*)realloc(ahave, cells * sizeof(size_t));
         if (!bpack || !apack || !bhave || !ahave) fail("out of memory for the matrix products' packing pointers");
-        for (int t = have_threads; t < threads; t++) bpack[t] = apack[t] = nullptr, bhave[t] = ahave[t] = 0;
-        have_threads = threads;
+        for (int t = have; t < cells; t++) bpack[t] = apack[t] = nullptr, bhave[t] = ahave[t] = 0;
+        have = cells;
     }
-    for (int t = 0; t < threads; t++) {
+    for (int t = 0; t < cells; t++) {
         scratch<T>(&bpack[t], &bhave[t], (size_t)KC * NC);
         scratch<T>(&apack[t], &ahave[t], (size_t)KC * MR);
     }
-
-#pragma omp parallel num_threads(threads)
-    {
+    // a cell a thread (cell i to thread i, or i modulo the threads where OpenMP gives fewer than asked for)
+#pragma omp parallel for schedule(static, 1) num_threads(cells)
+    for (int cell = 0; cell < cells; cell++) {
         int tid = 0;
 #ifdef _OPENMP
         tid = omp_get_thread_num();
 #endif
-        // this thread's cell of the grid: strips s0 .. s1, columns n0 .. n1
-        int gi = tid / grid.gn, gj = tid % grid.gn;
+        int gi = cell / grid.gn, gj = cell % grid.gn;
         int s0 = (int)((long)strips * gi / grid.gm), s1 = (int)((long)strips * (gi + 1) / grid.gm);
         int n0 = (int)((long)panels * gj / grid.gn) * NR, n1 = (int)((long)panels * (gj + 1) / grid.gn) * NR;
-        if (n1 > N) n1 = N;
-        T *bp = bpack[tid], *ap = apack[tid];
-        for (int j0 = n0; j0 < n1; j0 += NC) {
-            int nc = n1 - j0 < NC ? n1 - j0 : NC, npanels = (nc + NR - 1) / NR;
-            // where A's strips are read: where they lie if A is row-major (sak 1), or column-major (sam 1) with few
-            // panels to pass: a column-major strip is KC short runs far apart, and read again for each of several
-            // panels it costs more than its copy once (tests/bench_gemm, one thread, AVX-512, 2 interleaved rounds:
-            // dweight packed 2-19% faster at d12, 12 panels; 0-19% slower at 64 channels, 1 panel)
-            const int at = sak == 1 ? ROWS : sam == 1 && npanels <= 4 ? COLS : PACKED;
-            for (int k0 = 0; k0 < K; k0 += KC) {
-                int kc = K - k0 < KC ? K - k0 : KC;
-                pack_b<T, S>(bp, b + (size_t)k0 * sbk + (size_t)j0 * sbn, sbk, sbn, kc, nc);
-                for (int s = s0; s < s1; s++) {  // each strip of A against every panel of the block
-                    int m0 = s * MR, rn = M - m0 < MR ? M - m0 : MR;
-                    const T* as = a + (size_t)m0 * sam + (size_t)k0 * sak;  // the strip where it lies
-                    bool packed = at == PACKED || rn < MR;  // a strip of fewer rows than MR is packed with zeros
-                    if (packed) pack_a<T, S>(ap, as, sam, sak, kc, rn);
-                    for (int p = 0; p < npanels; p++) {
-                        int jn = nc - p * NR < NR ? nc - p * NR : NR;
-                        T* cij = c + (size_t)m0 * ldc + j0 + p * NR;
-                        const T* bs = bp + (size_t)p * KC * NR;
-                        if (packed) {
-                            if (rn == MR && jn == NR)
-                                micro<T, S>(kc, ap, 0, bs, cij, ldc);
-                            else
-                                micro_edge<T, S>(kc, ap, 0, bs, cij, ldc, rn, jn);
-                        } else if (at == ROWS) {
-                            if (jn == NR)
-                                micro<T, S, ROWS>(kc, as, sam, bs, cij, ldc);
-                            else
-                                micro_edge<T, S, ROWS>(kc, as, sam, bs, cij, ldc, rn, jn);
-                        } else {
-                            if (jn == NR)
-                                micro<T, S, COLS>(kc, as, sak, bs, cij, ldc);
-                            else
-                                micro_edge<T, S, COLS>(kc, as, sak, bs, cij, ldc, rn, jn);
-                        }
-                    }
-                }
-            }
-        }
+        gemm_cell<T, S>(c, ldc, a, sam, sak, b, sbk, sbn, M, K, s0, s1, n0, n1 < N ? n1 : N, bpack[tid], apack[tid]);
     }
 }
 

@@ -14,6 +14,9 @@
 #include "../host/gemm.h"
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <unistd.h>
 #include <vector>
 
 template <typename T> static T step(T c, T a, T b) { return gemm_cpu::FUSED ? std::fma(a, b, c) : c + a * b; }
@@ -105,6 +108,39 @@ TEST_CASE("gemm_acc: every tile, bit for bit the plain loop in its stated order"
     check_tile<double, gemm_cpu::Tile<double, 64, 6, 4>>("double, AVX-512's tile");
     check_tile<double, gemm_cpu::Tile<double, 32, 6, 2>>("double, AVX2's tile");
     check_tile<float, gemm_cpu::Native<float>>("float, this machine's tile");
+}
+
+// Where OpenMP gives fewer threads than gemm_packed asks for (OMP_THREAD_LIMIT, a busy machine's OMP_DYNAMIC), every
+// cell of its grid is still done: this binary runs itself again under OMP_THREAD_LIMIT=2 and asks for 4 threads, on
+// a product whose grid has 4 cells (2 x 2)
+TEST_CASE("gemm_packed: every cell of C done where OpenMP gives fewer threads than asked for") {
+    if (!getenv("TEST_GEMM_LIMITED")) {
+        char self[4096];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        REQUIRE(n > 0);
+        self[n] = 0;
+        std::string cmd = std::string("OMP_THREAD_LIMIT=2 TEST_GEMM_LIMITED=1 '") + self +
+                          "' -tc='gemm_packed: every cell*' > /dev/null 2>&1";
+        CHECK(system(cmd.c_str()) == 0);
+        return;
+    }
+    typedef gemm_cpu::Native<float> S;
+    const int M = 140, N = 120, K = 64, threads = 4;
+    gemm_cpu::Grid g = gemm_cpu::share_out(threads, (M + S::MR - 1) / S::MR, (N + S::NR - 1) / S::NR, S::MR, S::NR, K);
+    REQUIRE(g.gm * g.gn == threads);
+    omp_set_num_threads(threads);
+    int got = 0;
+#pragma omp parallel num_threads(threads)
+#pragma omp single
+    got = omp_get_num_threads();
+    REQUIRE(got == 2);  // the limit holds
+    std::vector<float> a((size_t)M * K), b((size_t)K * N), c((size_t)M * N, 0.5f);
+    for (size_t i = 0; i < a.size(); i++) a[i] = (float)((i * 37) % 101) / 50 - 1;
+    for (size_t i = 0; i < b.size(); i++) b[i] = (float)((i * 53) % 97) / 48 - 1;
+    std::vector<float> want(c);
+    gemm_plain(want.data(), N, a.data(), K, 1, b.data(), N, 1, M, N, K);
+    gemm_cpu::gemm_packed<float, S>(c.data(), N, a.data(), K, 1, b.data(), N, 1, M, N, K);
+    CHECK(memcmp(c.data(), want.data(), c.size() * sizeof(float)) == 0);
 }
 
 TEST_CASE("gemm_acc: nothing to do leaves C as it was") {
