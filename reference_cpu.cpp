@@ -1450,7 +1450,7 @@ static double train_micro_step(GPT2* m, const int* inputs, const int* targets, i
             if (!trainer.micro_grads) trainer.micro_grads = (real*)calloc_or_fail(m->num_parameters, sizeof(real));
             into = trainer.micro_grads;
         }
-        memset(into, 0, m->num_parameters * sizeof(real));
+        zero_reals(into, m->num_parameters);
     }
     point_parameters(m->config, &m->grads, into);
     gpt2_forward(m, inputs, targets, B, T);

@@ -15,10 +15,9 @@ Instantiating BLAS Functionality", 2015):
   - K is cut in blocks of KC and N in blocks of NC. A block of B (KC x NC, in L2) is packed first in panels of NR
     columns (k-major), so that the microkernel reads it from consecutive addresses (a transposed B, the forward's
     weight, through VL x VL transposes in registers); then each strip of MR rows of A (KC x MR, in L1) runs against
-    every panel of the block. A strip is packed too (k-major), except where A is
-    row-major (the forward's inp, the backward's dout) or column-major with few panels to pass (the backward's
-    dout^T, for dweight, at the science's 64 channels): then its MR rows are read where they lie, and packing them
-    would only copy them;
+    every panel of the block. A strip is packed too (k-major), except where A is row-major (the forward's inp, the
+    backward's dout) or column-major with few panels to pass (the backward's dout^T, for dweight, at the science's
+    64 channels): then its MR rows are read where they lie, and packing them would only copy them;
   - the threads share C out as a grid of row groups x column groups: each thread packs the B it needs for its own
     columns (and the A for its own rows) into buffers of its own and writes its own part of C, so that no thread
     waits for another until the end (share_out picks the grid).
@@ -320,26 +319,18 @@ static void gemm_packed(T* c, size_t ldc, const T* a, size_t sam, size_t sak, co
 #endif
     const Grid grid = share_out(threads, strips, panels, MR, NR, K);
     const int cells = grid.gm * grid.gn;
-    // each thread's packing buffers, kept from call to call (one product at a time: the model never runs two at
-    // once): a block of B (KC x NC) and a strip of A (KC x MR)
-    static T** bpack = nullptr;
-    static T** apack = nullptr;
-    static size_t* bhave = nullptr;
-    static size_t* ahave = nullptr;
-    static int have = 0;
-    if (cells > have) {
-        bpack = (T**)realloc(bpack, cells * sizeof(T*));
-        apack = (T**)realloc(apack, cells * sizeof(T*));
-        bhave = (size_t*)realloc(bhave, cells * sizeof(size_t));
-        ahave = (size_t*)realloc(ahave, cells * sizeof(size_t));
-        if (!bpack || !apack || !bhave || !ahave) fail("out of memory for the matrix products' packing pointers");
-        for (int t = have; t < cells; t++) bpack[t] = apack[t] = nullptr, bhave[t] = ahave[t] = 0;
-        have = cells;
+    // each thread's packing buffer, kept from call to call (one product at a time: the model never runs two at
+    // once): a block of B (KC x NC), then a strip of A (KC x MR)
+    static T** buf = nullptr;
+    static size_t* have = nullptr;
+    static int bufs = 0;
+    if (cells > bufs) {
+        buf = (T**)realloc(buf, cells * sizeof(T*)), have = (size_t*)realloc(have, cells * sizeof(size_t));
+        if (!buf || !have) fail("out of memory for the matrix products' packing pointers");
+        for (int t = bufs; t < cells; t++) buf[t] = nullptr, have[t] = 0;
+        bufs = cells;
     }
-    for (int t = 0; t < cells; t++) {
-        scratch<T>(&bpack[t], &bhave[t], (size_t)KC * NC);
-        scratch<T>(&apack[t], &ahave[t], (size_t)KC * MR);
-    }
+    for (int t = 0; t < cells; t++) scratch<T>(&buf[t], &have[t], (size_t)KC * (NC + MR));
     // a cell a thread (cell i to thread i, or i modulo the threads where OpenMP gives fewer than asked for)
 #pragma omp parallel for schedule(static, 1) num_threads(cells)
     for (int cell = 0; cell < cells; cell++) {
@@ -350,7 +341,8 @@ static void gemm_packed(T* c, size_t ldc, const T* a, size_t sam, size_t sak, co
         int gi = cell / grid.gn, gj = cell % grid.gn;
         int s0 = (int)((long)strips * gi / grid.gm), s1 = (int)((long)strips * (gi + 1) / grid.gm);
         int n0 = (int)((long)panels * gj / grid.gn) * NR, n1 = (int)((long)panels * (gj + 1) / grid.gn) * NR;
-        gemm_cell<T, S>(c, ldc, a, sam, sak, b, sbk, sbn, M, K, s0, s1, n0, n1 < N ? n1 : N, bpack[tid], apack[tid]);
+        gemm_cell<T, S>(c, ldc, a, sam, sak, b, sbk, sbn, M, K, s0, s1, n0, n1 < N ? n1 : N, buf[tid],
+                        buf[tid] + (size_t)KC * NC);
     }
 }
 
