@@ -139,6 +139,25 @@ TEST_CASE("fast_tanh: within 1e-7 of tanh everywhere, as tanhf is") {
     CHECK(fast_tanh(1e30f) == 1.0f);
 }
 
+TEST_CASE("clear_uncached: zeros exactly the bytes asked for, whatever their alignment") {
+    // host/clear.h: streaming stores for the whole 64-byte lines inside, memset for the ends around them
+    std::vector<unsigned char> buf(1024 + 256);
+    unsigned char* base = (unsigned char*)(((uintptr_t)buf.data() + 63) / 64 * 64);  // a line's start
+    int wrong = 0, cases = 0;
+    for (int offset = 0; offset < 70; offset++)
+        for (size_t bytes : {0, 1, 17, 63, 64, 65, 127, 128, 129, 191, 200, 640, 1000}) {
+            memset(base, 0xab, 1024 + 128);
+            clear_uncached(base + offset, bytes);
+            for (size_t i = 0; i < 1024 + 128; i++) {
+                bool inside = i >= (size_t)offset && i < offset + bytes;
+                wrong += base[i] != (inside ? 0 : 0xab);
+            }
+            cases++;
+        }
+    CHECK(cases == 70 * 13);
+    CHECK(wrong == 0);
+}
+
 TEST_CASE("causality: logits at t do not change when tokens after t change") {
     for (auto& lay : CASES) {
         GPT2 m;
