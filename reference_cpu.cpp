@@ -244,7 +244,10 @@ static void matmul_backward(real* dinp, real* dweight, real* dbias, const real* 
 
 // ----------------------------------------------------------------------------------------------------------------
 // attention: qkv (B, T, 3C) holds q, k, v; NH heads of size hs = C/NH. Causal softmax(q.k / sqrt(hs)) @ v.
-// Caches preatt (the scaled scores) and att (the softmax), both (B, NH, T, T), for the backward pass.
+// Caches att (the softmax, (B, NH, T, T)) for the backward pass. The scores before the softmax, and the backward's
+// gradients of both, are each head's business: they live in a scratch buffer of the thread's (kept from call to call,
+// so that the training step allocates nothing), not in three more (B, NH, T, T) tensors as in llm.c (their memory
+// traffic was about 4% of the step at 64 channels).
 // Every sum below runs over its index in order (i for a dot product, t2 for a sum over keys, t over queries), so the
 // result does not depend on the threads. The sums are gemm_cpu::weighted_rows_tile calls (host/gemm.h, which a first
 // reading skips): for each query t of a tile of QTILE queries t0 .. t0 + QTILE - 1, out[t][i] = sum over t2 of coef[t][t2]
@@ -270,7 +273,7 @@ static real* head_transposed(const real* rows, size_t stride, int T, int hs) {
     return buf.data();
 }
 
-static void attention_forward(real* out, real* preatt, real* att, const real* qkv, int B, int T, int C, int NH) {
+static void attention_forward(real* out, real* att, const real* qkv, int B, int T, int C, int NH) {
     int C3 = 3 * C, hs = C / NH;
     real scale = 1 / std::sqrt((real)hs);
 #pragma omp parallel for collapse(2)
@@ -278,15 +281,16 @@ static void attention_forward(real* out, real* preatt, real* att, const real* qk
         for (int hd = 0; hd < NH; hd++) {
             const real* qkv0 = qkv + (size_t)b * T * C3 + hd * hs;  // q[t] at qkv0 + t 3C, k[t] + C, v[t] + 2C
             const real* kT = head_transposed(qkv0 + C, C3, T, hs);   // kT[i T + t2] = k[t2][i]
-            real* pre0 = preatt + ((size_t)b * NH + hd) * T * T;     // pre[t][t2] = pre0[t T + t2], att alike
+            static thread_local std::vector<real> scores;  // a tile's: pre[t][t2] at scores[(t - t0) T + t2]
+            if (scores.size() < (size_t)QTILE * T) scores.resize((size_t)QTILE * T);
             real* a0 = att + ((size_t)b * NH + hd) * T * T;
             for (int t0 = 0; t0 < T; t0 += QTILE) {  // the queries t0 .. t0 + nq - 1
                 int nq = std::min(QTILE, T - t0);
                 // scores against keys 0..t: pre[t][t2] = (q[t] . k[t2]) * scale
-                gemm_cpu::weighted_rows_tile<false>(nq, pre0 + (size_t)t0 * T, T, qkv0 + (size_t)t0 * C3, C3, 1, kT, T,
+                gemm_cpu::weighted_rows_tile<false>(nq, scores.data(), T, qkv0 + (size_t)t0 * C3, C3, 1, kT, T,
                                                     keys_in_whole_vectors(t0 + nq - 1, T), 0, 0, hs, 0);
                 for (int t = t0; t < t0 + nq; t++) {
-                    real* pre = pre0 + (size_t)t * T;
+                    real* pre = scores.data() + (size_t)(t - t0) * T;
                     real* a = a0 + (size_t)t * T;
                     real maxv = -INFINITY;
                     for (int t2 = 0; t2 <= t; t2++) {
@@ -299,7 +303,7 @@ static void attention_forward(real* out, real* preatt, real* att, const real* qk
                         sum += a[t2];
                     }
                     for (int t2 = 0; t2 <= t; t2++) a[t2] /= sum;
-                    for (int t2 = t + 1; t2 < T; t2++) pre[t2] = a[t2] = 0;  // masked: no weight on the future
+                    for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0;  // masked: no weight on the future
                 }
                 // out[t] = sum over t2 <= t of a[t][t2] v[t2]
                 gemm_cpu::weighted_rows_tile<false>(nq, out + ((size_t)b * T + t0) * C + hd * hs, C, a0 + (size_t)t0 * T,
@@ -311,9 +315,9 @@ static void attention_forward(real* out, real* preatt, real* att, const real* qk
 // With g = dout[t] (this head's part) and d = dpre[t2] * scale:  datt[t][t2] += v[t2] . g;  dpre = att * (datt -
 // sum(att * datt));  dq[t] += sum over t2 <= t of d k[t2];  and, as sums over the queries t >= t2 that see key t2,
 // dk[t2] += sum of d q[t], dv[t2] += sum of att[t][t2] g[t]. So two passes per head: the queries, then the keys.
-// Parallel over (b, hd): each owns its slices of every buffer.
-static void attention_backward(real* dqkv, real* dpreatt, real* datt, const real* dout, const real* qkv,
-                               const real* att, int B, int T, int C, int NH) {
+// Parallel over (b, hd): each owns its slices of every buffer; datt and dpre are this head's alone (T x T each).
+static void attention_backward(real* dqkv, const real* dout, const real* qkv, const real* att, int B, int T, int C,
+                               int NH) {
     int C3 = 3 * C, hs = C / NH;
     real scale = 1 / std::sqrt((real)hs);
 #pragma omp parallel for collapse(2)
@@ -325,8 +329,9 @@ static void attention_backward(real* dqkv, real* dpreatt, real* datt, const real
             real* dqkv0 = dqkv + (size_t)b * T * C3 + hd * hs;      // dq, dk, dv alike
             const real* g0 = dout + (size_t)b * T * C + hd * hs;    // g[t] = g0 + t C
             const real* a0 = att + ((size_t)b * NH + hd) * T * T;    // att[t][t2] = a0[t T + t2]
-            real* da0 = datt + ((size_t)b * NH + hd) * T * T;
-            real* dpre0 = dpreatt + ((size_t)b * NH + hd) * T * T;
+            static thread_local std::vector<real> head_grads;  // datt[t][t2] = da0[t T + t2], dpre alike; from 0
+            head_grads.assign((size_t)2 * T * T, 0);
+            real *da0 = head_grads.data(), *dpre0 = head_grads.data() + (size_t)T * T;
             const real* vT = head_transposed(qkv0 + 2 * C, C3, T, hs);  // vT[i T + t2] = v[t2][i]
             for (int t0 = 0; t0 < T; t0 += QTILE) {  // the queries t0 .. t0 + nq - 1: datt, dpreatt, dq
                 int nq = std::min(QTILE, T - t0);
@@ -656,8 +661,7 @@ typedef struct {
     real* qkvr;      // (L, B,T,3C) QKV-norm layouts: u W_qkv + b, before the norms
     real* qkvn_mean; // (L, B,T,3,NH) QKV-norm layouts: the statistics of each head's LN_q, LN_k, LN_v, kept for the
     real* qkvn_rstd; // (L, B,T,3,NH)   backward pass
-    real* preatt;    // (L, B,NH,T,T)
-    real* att;       // (L, B,NH,T,T)
+    real* att;       // (L, B,NH,T,T) the softmax (its gradient: attention_backward's scratch, not kept)
     real* atty;      // (L, B,T,C) attention output before its projection
     real* fch;       // (L, B,T,4C)
     real* fch_gelu;  // (L, B,T,4C)
@@ -681,7 +685,7 @@ typedef struct {
     real *params_memory, *grads_memory;
     real *m_memory, *v_memory;  // AdamW moments, allocated at the first update
     ActivationTensors acts, grads_acts;
-    size_t num_activations;
+    size_t num_activations, num_activation_grads;  // the sizes of acts_memory and grads_acts_memory
     real *acts_memory, *grads_acts_memory;
     int batch_size, seq_len;  // the shape the activations were allocated for
     int B, T;                 // the shape of the last forward pass
@@ -743,7 +747,6 @@ static void attention_block_forward(GPT2* m, int l, const real* u, real* z) {
     ParameterTensors* p = &m->params;
     ActivationTensors* a = &m->acts;
     real* qkv = a->qkv + (size_t)l * N * 3 * C;
-    real* preatt = a->preatt + (size_t)l * B * NH * T * T;
     real* att = a->att + (size_t)l * B * NH * T * T;
     real* atty = a->atty + (size_t)l * N * C;
     if (!layout_of(c).qkv_norm) {
@@ -755,7 +758,7 @@ static void attention_block_forward(GPT2* m, int l, const real* u, real* z) {
         matmul_forward(qkvr, u, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + (size_t)l * 3 * C, N, C, 3 * C);
         qkv_norm_forward(qkv, a->qkvn_mean + stats, a->qkvn_rstd + stats, qkvr, n.w, n.b, N, C, NH);
     }
-    attention_forward(atty, preatt, att, qkv, B, T, C, NH);
+    attention_forward(atty, att, qkv, B, T, C, NH);
     matmul_forward(z, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, N, C, C);
 }
 
@@ -767,8 +770,7 @@ static void attention_block_backward(GPT2* m, int l, const real* u, real* du, co
     size_t qkv_off = (size_t)l * N * 3 * C, att_off = (size_t)l * B * NH * T * T, y_off = (size_t)l * N * C;
     matmul_backward(d->atty + y_off, g->attprojw + (size_t)l * C * C, g->attprojb + (size_t)l * C, dz,
                     a->atty + y_off, p->attprojw + (size_t)l * C * C, N, C, C);
-    attention_backward(d->qkv + qkv_off, d->preatt + att_off, d->att + att_off, d->atty + y_off, a->qkv + qkv_off,
-                       a->att + att_off, B, T, C, NH);
+    attention_backward(d->qkv + qkv_off, d->atty + y_off, a->qkv + qkv_off, a->att + att_off, B, T, C, NH);
     real* dqkv = d->qkv + qkv_off;  // the gradient of u W_qkv + b
     if (layout_of(c).qkv_norm) {    // through the QKV-norm: d(u W_qkv + b) = LN_q', LN_k', LN_v' of dq, dk, dv
         size_t stats = (size_t)l * N * 3 * NH;
@@ -1188,9 +1190,9 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     }
 }
 
-// memset(p, 0, n numbers), in chunks shared among the threads (one thread's memset of the activation gradients, 147 MB
-// at 16 layers x 64 channels, would leave the others waiting: 9% of the step on two threads), each by stores that
-// bypass the cache (host/clear.h: read clear_uncached as memset)
+// memset(p, 0, n numbers), in chunks shared among the threads (one thread's memset of the activation gradients, 114 MB
+// for siamese at 16 layers x 64 channels, would leave the others waiting: 9% of the step on two threads), each by
+// stores that bypass the cache (host/clear.h: read clear_uncached as memset)
 static void zero_reals(real* p, size_t n) {
     const size_t CHUNK = 1 << 16;
 #pragma omp parallel for
@@ -1206,7 +1208,7 @@ static void gpt2_backward(GPT2* m, real loss_scale = 1) {
     if (m->mean_loss == -1) fail("backward needs a forward pass with targets");
     const GPT2Config& c = m->config;
     int B = m->B, T = m->T, C = c.channels, N = B * T, L = c.num_layers;
-    zero_reals(m->grads_acts_memory, m->num_activations);
+    zero_reals(m->grads_acts_memory, m->num_activation_grads);
     ActivationTensors *a = &m->acts, *d = &m->grads_acts;
 
     crossentropy_softmax_backward(d->logits, a->probs, m->targets, loss_scale / N, N, c.vocab_size,
@@ -1296,8 +1298,11 @@ static void gpt2_free(GPT2* m) {
 // tensor at 0, sum or u (memory, and a few per cent more for gpt2_backward's memset of the activation gradients to
 // clear).
 
-// the sizes of the activations of a model and a batch shape (B, T); with memory, points the tensors into it
-static size_t point_activations(const GPT2Config& c, int B, int T, ActivationTensors* a, real* memory) {
+// the sizes of the activations of a model and a batch shape (B, T), or of their gradients; with memory, points the
+// tensors into it. The gradients have the same layout but stop before att, the last (attention_backward keeps each
+// head's gradient of it in a scratch of its own), so that a tensor is at the same offset in both buffers.
+static size_t point_activations(const GPT2Config& c, int B, int T, ActivationTensors* a, real* memory,
+                                bool gradients) {
     size_t C = c.channels, L = c.num_layers, NH = c.num_heads, Vp = c.padded_vocab_size, BT = (size_t)B * T;
     size_t NC = BT * C;
     size_t two = layout_of(c).streams == 2;  // y and the tensors made from it and LN_x(x): two-stream layouts only
@@ -1312,11 +1317,11 @@ static size_t point_activations(const GPT2Config& c, int B, int T, ActivationTen
         {&a->ln_mean, 2 * L * LN_SLOTS * BT}, {&a->ln_rstd, 2 * L * LN_SLOTS * BT},
         {&a->qkv, L * BT * 3 * C},   {&a->qkvr, qn * L * BT * 3 * C},
         {&a->qkvn_mean, qn * L * BT * 3 * NH}, {&a->qkvn_rstd, qn * L * BT * 3 * NH},
-        {&a->preatt, L * B * NH * T * T}, {&a->att, L * B * NH * T * T},
         {&a->atty, L * NC},          {&a->fch, L * BT * 4 * C},       {&a->fch_gelu, L * BT * 4 * C},
         {&a->xf, two * NC},          {&a->yf, two * NC},            {&a->head_sum, two * NC}, {&a->hf, NC},
         {&a->lnf_mean, LN_SLOTS * BT}, {&a->lnf_rstd, LN_SLOTS * BT},
         {&a->logits, BT * Vp},       {&a->probs, BT * Vp},            {&a->losses, BT},
+        {&a->att, gradients ? 0 : L * B * NH * T * T},
     };
     size_t total = 0;
     for (auto& e : list) {
@@ -1329,11 +1334,12 @@ static size_t point_activations(const GPT2Config& c, int B, int T, ActivationTen
 static void gpt2_allocate_activations(GPT2* m, int B, int T) {
     m->batch_size = B;
     m->seq_len = T;
-    m->num_activations = point_activations(m->config, B, T, &m->acts, nullptr);
+    m->num_activations = point_activations(m->config, B, T, &m->acts, nullptr, false);
+    m->num_activation_grads = point_activations(m->config, B, T, &m->grads_acts, nullptr, true);
     m->acts_memory = (real*)calloc_or_fail(m->num_activations, sizeof(real));
-    m->grads_acts_memory = (real*)calloc_or_fail(m->num_activations, sizeof(real));
-    point_activations(m->config, B, T, &m->acts, m->acts_memory);
-    point_activations(m->config, B, T, &m->grads_acts, m->grads_acts_memory);
+    m->grads_acts_memory = (real*)calloc_or_fail(m->num_activation_grads, sizeof(real));
+    point_activations(m->config, B, T, &m->acts, m->acts_memory, false);
+    point_activations(m->config, B, T, &m->grads_acts, m->grads_acts_memory, true);
     m->inputs = (int*)calloc_or_fail((size_t)B * T, sizeof(int));
     m->targets = (int*)calloc_or_fail((size_t)B * T, sizeof(int));
 }

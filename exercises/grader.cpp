@@ -164,7 +164,7 @@ struct Model {
         gpt2_backward(&m);
     }
     std::vector<real> acts() const { return {m.acts_memory, m.acts_memory + m.num_activations}; }
-    std::vector<real> dacts() const { return {m.grads_acts_memory, m.grads_acts_memory + m.num_activations}; }
+    std::vector<real> dacts() const { return {m.grads_acts_memory, m.grads_acts_memory + m.num_activation_grads}; }
     std::vector<real> grads() const { return {m.grads_memory, m.grads_memory + m.num_parameters}; }
     size_t n() const { return (size_t)p.B * p.T * p.config.channels; }  // the elements of a (B,T,C) tensor
     const TensorInfo& tensor(const std::string& name) const {

@@ -2,13 +2,13 @@
 host/clear.h: clearing a large buffer, fast. A first reading skips it: read clear_uncached(p, n) as memset(p, 0, n).
 
 Why: the CPU trainer clears its activation gradients every step (every backward function adds into its gradient,
-llm.c's way): 147 MB at 16 layers x 64 channels, B 16, T 64. memset writes through the cache: the core first reads
-each 64-byte line from memory to own it, then writes it back when it is evicted, twice the data's traffic, and the
-zeros push out of the cache what was there. Non-temporal (streaming) stores write whole lines to memory without
-reading them first. On a Xeon with AVX-512 (one thread, /tmp-style microbenchmark, best of 7), 147 MB took 6.3-6.5
-ms this way and 14.7-15.1 ms by memset; the step (siamese, 16 layers x 64 channels, one thread) went from 140-145
-to 133-135 ms. The lines so cleared are not in cache when the backward first adds into them; with memset they were
-not either (147 MB is far past L2), so nothing is lost there.
+llm.c's way): 114 MB for siamese at 16 layers x 64 channels, B 16, T 64. memset writes through the cache: the core
+first reads each 64-byte line from memory to own it, then writes it back when it is evicted, twice the data's
+traffic, and the zeros push out of the cache what was there. Non-temporal (streaming) stores write whole lines to
+memory without reading them first. On a Xeon with AVX-512 (one thread, the best of 7), 147 MB were cleared in
+6.3-6.5 ms this way and in 14.7-15.1 ms by memset; the step (siamese, 16 layers x 64 channels, one thread) went
+from 142-145 to 135-136 ms. The lines so cleared are not in cache when the backward first adds into them; with
+memset they were not either (the buffer is far past L2), so nothing is lost there.
 
 Streaming stores are weakly ordered: the sfence at the end makes them visible to other threads (which read them
 after the OpenMP barrier that follows every caller's parallel loop) before anything stored after it. Where the
