@@ -533,8 +533,8 @@ static void hc_weights_forward(real* A, real* D, const real* hx, const real* hy,
 
 // With g = dA s_m (1 - D^2), the gradient of the tanh's argument (kept in dD):  dhn_j += sum_m g[j][m] W[m];
 // dW[m] += the sum over tokens and streams of g[j][m] hn_j;  dS += the sum over tokens of dA;  ds_m += the sum over
-// tokens of dA D (over m < 3 for alpha's scale).  Every sum over tokens runs in token order (dW per channel, dS and
-// ds in one loop), so the result does not depend on the number of threads.
+// tokens of dA D (over m < 3 for alpha's scale).  Every sum over tokens runs in token order (dW's, all C channels of
+// a row m side by side; dS and ds in one loop), so the result does not depend on the number of threads.
 static void hc_weights_backward(real* dhx, real* dhy, real* dS, real* dW, real* dsc, real* g, const real* dA,
                                 const real* D, const real* hx, const real* hy, const real* W, const real* sc, int N,
                                 int C) {
@@ -549,13 +549,17 @@ static void hc_weights_backward(real* dhx, real* dhy, real* dS, real* dW, real* 
             }
         }
 #pragma omp parallel for
-    for (int i = 0; i < C; i++)
-        for (int m = 0; m < 4; m++) {
-            real sum = 0;
-            for (int r = 0; r < N; r++)
-                for (int j = 0; j < 2; j++) sum += g[(size_t)r * HC_ROW + j * 4 + m] * (j ? hy : hx)[(size_t)r * C + i];
-            dW[m * C + i] += sum;
-        }
+    for (int m = 0; m < 4; m++) {
+        static thread_local std::vector<real> sum;  // dW[m]'s, channel by channel (kept from call to call)
+        sum.assign(C, 0);
+        for (int r = 0; r < N; r++)
+            for (int j = 0; j < 2; j++) {
+                real gm = g[(size_t)r * HC_ROW + j * 4 + m];
+                const real* h = (j ? hy : hx) + (size_t)r * C;
+                for (int i = 0; i < C; i++) sum[i] += gm * h[i];
+            }
+        for (int i = 0; i < C; i++) dW[m * C + i] += sum[i];
+    }
     for (int r = 0; r < N; r++)
         for (int e = 0; e < HC_ROW; e++) {
             real da = dA[(size_t)r * HC_ROW + e];
