@@ -15,7 +15,8 @@ Instantiating BLAS Functionality", 2015):
   - K is cut in blocks of KC and N in blocks of NC. A block of B (KC x NC, in L2) is packed first in panels of NR
     columns (k-major), so that the microkernel reads it from consecutive addresses (a transposed B, the forward's
     weight, through VL x VL transposes in registers); then each strip of MR rows of A (KC x MR, in L1) runs against
-    every panel of the block. A strip is packed too (k-major), except where A is row-major (the forward's inp, the
+    every panel of the block. A transposed B is cut otherwise, KCT x NCT: its blocks take all of a K up to 768 (all
+    of d12's), so that each tile of C is loaded and stored once, and fewer columns, so that the block still fits. A strip is packed too (k-major), except where A is row-major (the forward's inp, the
     backward's dout) or column-major with few panels to pass (the backward's dout^T, for dweight, at the science's
     64 channels): then its MR rows are read where they lie, and packing them would only copy them;
   - the threads share C out as a grid of row groups x column groups: each thread packs the B it needs for its own
@@ -58,7 +59,12 @@ template <typename T, int VBYTES, int MR_, int NV_> struct Tile {
     static const int MR = MR_, NV = NV_, NR = NV * VL;
     static const int KC = 256;   // K block: a strip of A, KC x MR (6 KB of floats at 6 rows), stays in L1
     static const int NC = 1024;  // N block: a block of B, KC x NC (1 MB of floats), in L2
-    static_assert(NC % NR == 0, "an N block is whole panels");
+    // the blocks of a transposed B (the forward's weight): KCT x NCT (768 KB of floats; a strip of A, KCT x MR, is
+    // 18 KB, still in L1). tests/bench_gemm, one and two threads, AVX-512, 3 interleaved rounds: d12's forward
+    // products 1-10% faster than in blocks of KC x NC (the head's from 67-68% of the FMA loop to 74-76%); the other
+    // products, whose packing is a copy, run faster in KC x NC (dweight by 5-10%)
+    static const int KCT = 768, NCT = 256;
+    static_assert(NC % NR == 0 && NCT % NR == 0, "an N block is whole panels");
 };
 #if defined(__AVX512F__)
 template <typename T> using Native = Tile<T, 64, 6, 4>;   // 32 registers: 24 accumulators, 4 of B, 1 of A
@@ -187,13 +193,14 @@ template <typename S, int H> static inline void transpose_stage(typename S::V* r
 }
 
 // Pack a block of B, kc x nc with B(k, j) = b[k sbk + j sbn], in panels of NR columns: panel p holds B(k, p NR + j)
-// at dst[p KC NR + k NR + j], the columns past nc zeros. A transposed view (sbk 1: the forward's weight, each of
+// at dst[p KC NR + k NR + j] (KC: the K block, kc or more), the columns past nc zeros. A transposed view (sbk 1: the forward's weight, each of
 // B's columns a row of W) is read VL x VL at a time, VL vectors along k transposed in registers; any other, along
 // B's rows (a row-major B, sbn 1, copied NR numbers at a time).
-template <typename T, typename S> static void pack_b(T* dst, const T* b, size_t sbk, size_t sbn, int kc, int nc) {
+template <typename T, typename S>
+static void pack_b(T* dst, const T* b, size_t sbk, size_t sbn, int kc, int nc, int KC) {
     typedef typename S::V V;
     typedef typename S::U U;
-    const int VL = S::VL, NR = S::NR, KC = S::KC;
+    const int VL = S::VL, NR = S::NR;
     int npanels = (nc + NR - 1) / NR;
     for (int p = 0; p < npanels; p++) {
         T* d = dst + (size_t)p * KC * NR;
@@ -258,11 +265,12 @@ static inline Grid share_out(int threads, int strips, int panels, int MR, int NR
 }
 
 // One thread's cell of C (M, N) += A (M, K) @ B (K, N): the strips s0 .. s1 of MR rows and the columns n0 .. n1,
-// with its own buffers for a block of B (bp: KC x NC) and a strip of A (ap: KC x MR); see the top of this file
+// in blocks of KC x NC, with its own buffers for a block of B (bp: KC x NC) and a strip of A (ap: KC x MR); see the
+// top of this file
 template <typename T, typename S>
 static void gemm_cell(T* c, size_t ldc, const T* a, size_t sam, size_t sak, const T* b, size_t sbk, size_t sbn, int M,
-                      int K, int s0, int s1, int n0, int n1, T* bp, T* ap) {
-    const int MR = S::MR, NR = S::NR, KC = S::KC, NC = S::NC;
+                      int K, int s0, int s1, int n0, int n1, int KC, int NC, T* bp, T* ap) {
+    const int MR = S::MR, NR = S::NR;
     for (int j0 = n0; j0 < n1; j0 += NC) {
         int nc = n1 - j0 < NC ? n1 - j0 : NC, npanels = (nc + NR - 1) / NR;
         // where A's strips are read: where they lie if A is row-major (sak 1), or column-major (sam 1) with few
@@ -272,7 +280,7 @@ static void gemm_cell(T* c, size_t ldc, const T* a, size_t sam, size_t sak, cons
         const int at = sak == 1 ? ROWS : sam == 1 && npanels <= 4 ? COLS : PACKED;
         for (int k0 = 0; k0 < K; k0 += KC) {
             int kc = K - k0 < KC ? K - k0 : KC;
-            pack_b<T, S>(bp, b + (size_t)k0 * sbk + (size_t)j0 * sbn, sbk, sbn, kc, nc);
+            pack_b<T, S>(bp, b + (size_t)k0 * sbk + (size_t)j0 * sbn, sbk, sbn, kc, nc, KC);
             for (int s = s0; s < s1; s++) {  // each strip of A against every panel of the block
                 int m0 = s * MR, rn = M - m0 < MR ? M - m0 : MR;
                 const T* as = a + (size_t)m0 * sam + (size_t)k0 * sak;  // the strip where it lies
@@ -309,7 +317,9 @@ template <typename T, typename S = Native<T>>
 static void gemm_packed(T* c, size_t ldc, const T* a, size_t sam, size_t sak, const T* b, size_t sbk, size_t sbn,
                         int M, int N, int K) {
     if (M <= 0 || N <= 0 || K <= 0) return;
-    const int MR = S::MR, NR = S::NR, KC = S::KC, NC = S::NC;
+    const int MR = S::MR, NR = S::NR;
+    const bool transposed = sbk == 1 && sbn != 1;  // B's columns along memory: the forward's weight
+    const int KC = transposed ? S::KCT : S::KC, NC = transposed ? S::NCT : S::NC;
     const int strips = (M + MR - 1) / MR, panels = (N + NR - 1) / NR;
     int threads = 1;
 #ifdef _OPENMP
@@ -341,7 +351,7 @@ static void gemm_packed(T* c, size_t ldc, const T* a, size_t sam, size_t sak, co
         int gi = cell / grid.gn, gj = cell % grid.gn;
         int s0 = (int)((long)strips * gi / grid.gm), s1 = (int)((long)strips * (gi + 1) / grid.gm);
         int n0 = (int)((long)panels * gj / grid.gn) * NR, n1 = (int)((long)panels * (gj + 1) / grid.gn) * NR;
-        gemm_cell<T, S>(c, ldc, a, sam, sak, b, sbk, sbn, M, K, s0, s1, n0, n1 < N ? n1 : N, buf[tid],
+        gemm_cell<T, S>(c, ldc, a, sam, sak, b, sbk, sbn, M, K, s0, s1, n0, n1 < N ? n1 : N, KC, NC, buf[tid],
                         buf[tid] + (size_t)KC * NC);
     }
 }

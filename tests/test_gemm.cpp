@@ -35,7 +35,8 @@ static void gemm_plain(T* c, size_t ldc, const T* a, size_t sam, size_t sak, con
 
 struct Case { int M, N, K; };
 static const Case CASES[] = {{1, 1, 1},    {13, 36, 64},   {6, 10, 40},  {300, 7, 24}, {9, 300, 18},
-                             {257, 70, 600}, {5, 5000, 3}, {40, 4200, 9}, {31, 33, 513}, {140, 120, 64}};
+                             {257, 70, 600}, {5, 5000, 3}, {40, 4200, 9}, {31, 33, 513}, {140, 120, 64},
+                             {20, 300, 1000}};  // the last: two K blocks and two N blocks of a transposed B too
 
 template <typename T, typename S> static void check_tile(const char* name) {
     uint64_t seed = 7;
