@@ -1226,19 +1226,32 @@ static void gpt2_backward(GPT2* m, real loss_scale = 1) {
     if (layout_of(c).streams == 2) encoder_backward(m->grads.wte, m->grads.wpe, d->y, m->inputs, B, T, C);
 }
 
-// sqrt of the sum of squared gradients, in double, summed in fixed chunks (the same for any thread count)
+// sqrt of the sum of squared gradients, in double, summed in fixed chunks (the same for any thread count); each step
+// s + x x one rounding where the machine has FMA (gemm_cpu::madd), so that the chunks side by side and one alone agree
 static double gpt2_grad_norm(const GPT2* m) {
     const size_t CHUNK = 1 << 16;
-    size_t n = m->num_parameters, chunks = (n + CHUNK - 1) / CHUNK;
-    std::vector<double> partial(chunks);
+    const int GROUP = 8;  // chunks summed side by side, each in order: 8 sums at once, where one waits on its last add
+    size_t n = m->num_parameters, chunks = (n + CHUNK - 1) / CHUNK, groups = (chunks + GROUP - 1) / GROUP;
+    const real* g = m->grads_memory;
+    std::vector<double> partial(groups * GROUP, 0);
 #pragma omp parallel for
-    for (size_t k = 0; k < chunks; k++) {
-        double s = 0;
-        for (size_t i = k * CHUNK; i < n && i < (k + 1) * CHUNK; i++) s += (double)m->grads_memory[i] * m->grads_memory[i];
-        partial[k] = s;
+    for (size_t q = 0; q < groups; q++) {
+        size_t k0 = q * GROUP;
+        double s[GROUP] = {};
+        if ((k0 + GROUP) * CHUNK <= n)
+            for (size_t i = 0; i < CHUNK; i++)
+                for (int j = 0; j < GROUP; j++) {
+                    double x = g[(k0 + j) * CHUNK + i];
+                    s[j] = gemm_cpu::madd(s[j], x, x);
+                }
+        else  // the last group: its chunks one after the other
+            for (int j = 0; j < GROUP; j++)
+                for (size_t i = (k0 + j) * CHUNK; i < n && i < (k0 + j + 1) * CHUNK; i++)
+                    s[j] = gemm_cpu::madd(s[j], (double)g[i], (double)g[i]);
+        for (int j = 0; j < GROUP; j++) partial[k0 + j] = s[j];
     }
     double total = 0;
-    for (double s : partial) total += s;
+    for (size_t k = 0; k < chunks; k++) total += partial[k];
     return std::sqrt(total);
 }
 

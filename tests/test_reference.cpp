@@ -158,6 +158,34 @@ TEST_CASE("clear_uncached: zeros exactly the bytes asked for, whatever their ali
     CHECK(wrong == 0);
 }
 
+TEST_CASE("gradient norm: each chunk summed in order, for any thread count, groups of chunks side by side or not") {
+    // gpt2_grad_norm sums squares in double in chunks of 2^16 (each in order, then the chunks in order), 8 chunks side
+    // by side where 8 whole ones are left: the same bits as one chunk after the other
+    const size_t CHUNK = 1 << 16;
+    for (size_t n : {(size_t)100, 8 * CHUNK, 9 * CHUNK + 123, 17 * CHUNK - 1}) {
+        CAPTURE(n);
+        std::vector<real> g(n);
+        uint64_t rng = 11;
+        for (real& x : g) x = (real)random_normal(&rng);
+        double want = 0;
+        for (size_t k = 0; k < (n + CHUNK - 1) / CHUNK; k++) {
+            double s = 0;
+            for (size_t i = k * CHUNK; i < n && i < (k + 1) * CHUNK; i++) s = gemm_cpu::madd(s, (double)g[i], (double)g[i]);
+            want += s;
+        }
+        want = std::sqrt(want);
+        GPT2 m = {};
+        m.num_parameters = n, m.grads_memory = g.data();
+        for (int threads : {1, 2, 3}) {
+            omp_set_num_threads(threads);
+            CHECK(gpt2_grad_norm(&m) == want);
+        }
+        omp_set_num_threads(2);
+        g[n - 1] += 1;  // the check can fail: the last number counts
+        CHECK(gpt2_grad_norm(&m) != want);
+    }
+}
+
 TEST_CASE("causality: logits at t do not change when tokens after t change") {
     for (auto& lay : CASES) {
         GPT2 m;
