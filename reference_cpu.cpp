@@ -1236,19 +1236,18 @@ static double gpt2_grad_norm(const GPT2* m) {
     std::vector<double> partial(groups * GROUP, 0);
 #pragma omp parallel for
     for (size_t q = 0; q < groups; q++) {
-        size_t k0 = q * GROUP;
+        const real* x[GROUP];  // chunk j of the group: its len[j] numbers at x[j] (0 past the last chunk)
+        size_t len[GROUP], common = CHUNK;
+        for (int j = 0; j < GROUP; j++) {
+            size_t begin = std::min(n, (q * GROUP + j) * CHUNK);
+            x[j] = g + begin, len[j] = std::min(CHUNK, n - begin), common = std::min(common, len[j]);
+        }
         double s[GROUP] = {};
-        if ((k0 + GROUP) * CHUNK <= n)
-            for (size_t i = 0; i < CHUNK; i++)
-                for (int j = 0; j < GROUP; j++) {
-                    double x = g[(k0 + j) * CHUNK + i];
-                    s[j] = gemm_cpu::madd(s[j], x, x);
-                }
-        else  // the last group: its chunks one after the other
-            for (int j = 0; j < GROUP; j++)
-                for (size_t i = (k0 + j) * CHUNK; i < n && i < (k0 + j + 1) * CHUNK; i++)
-                    s[j] = gemm_cpu::madd(s[j], (double)g[i], (double)g[i]);
-        for (int j = 0; j < GROUP; j++) partial[k0 + j] = s[j];
+        for (size_t i = 0; i < common; i++)  // the part every chunk of the group has, side by side
+            for (int j = 0; j < GROUP; j++) s[j] = gemm_cpu::madd(s[j], (double)x[j][i], (double)x[j][i]);
+        for (int j = 0; j < GROUP; j++)  // the rest of each (only a group with the last chunk has any)
+            for (size_t i = common; i < len[j]; i++) s[j] = gemm_cpu::madd(s[j], (double)x[j][i], (double)x[j][i]);
+        for (int j = 0; j < GROUP; j++) partial[q * GROUP + j] = s[j];
     }
     double total = 0;
     for (size_t k = 0; k < chunks; k++) total += partial[k];

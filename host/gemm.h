@@ -16,9 +16,10 @@ Instantiating BLAS Functionality", 2015):
     columns (k-major), so that the microkernel reads it from consecutive addresses (a transposed B, the forward's
     weight, through VL x VL transposes in registers); then each strip of MR rows of A (KC x MR, in L1) runs against
     every panel of the block. A transposed B is cut otherwise, KCT x NCT: its blocks take all of a K up to 768 (all
-    of d12's), so that each tile of C is loaded and stored once, and fewer columns, so that the block still fits. A strip is packed too (k-major), except where A is row-major (the forward's inp, the
-    backward's dout) or column-major with few panels to pass (the backward's dout^T, for dweight, at the science's
-    64 channels): then its MR rows are read where they lie, and packing them would only copy them;
+    of d12's), so that each tile of C is loaded and stored once, and fewer columns, so that the block still fits.
+    A strip is packed too (k-major), except where A is row-major (the forward's inp, the backward's dout) or
+    column-major with few panels to pass (the backward's dout^T, for dweight, at the science's 64 channels): then
+    its MR rows are read where they lie, and packing them would only copy them;
   - the threads share C out as a grid of row groups x column groups: each thread packs the B it needs for its own
     columns (and the A for its own rows) into buffers of its own and writes its own part of C, so that no thread
     waits for another until the end (share_out picks the grid).
@@ -193,9 +194,9 @@ template <typename S, int H> static inline void transpose_stage(typename S::V* r
 }
 
 // Pack a block of B, kc x nc with B(k, j) = b[k sbk + j sbn], in panels of NR columns: panel p holds B(k, p NR + j)
-// at dst[p KC NR + k NR + j] (KC: the K block, kc or more), the columns past nc zeros. A transposed view (sbk 1: the forward's weight, each of
-// B's columns a row of W) is read VL x VL at a time, VL vectors along k transposed in registers; any other, along
-// B's rows (a row-major B, sbn 1, copied NR numbers at a time).
+// at dst[p KC NR + k NR + j] (KC: the K block, kc or more), the columns past nc zeros. A transposed view (sbk 1:
+// the forward's weight, each of B's columns a row of W) is read VL x VL at a time, VL vectors along k transposed in
+// registers; any other, along B's rows (a row-major B, sbn 1, copied NR numbers at a time).
 template <typename T, typename S>
 static void pack_b(T* dst, const T* b, size_t sbk, size_t sbn, int kc, int nc, int KC) {
     typedef typename S::V V;

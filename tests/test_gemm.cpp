@@ -2,11 +2,11 @@
 // comment states: c <- c + A(m, k) B(k, n) for k = 0, 1, ..., K - 1, one rounding each where gemm_cpu::FUSED (an
 // FMA), two where not. For each register tile (AVX-512's, AVX2's and the 16-byte one, whatever this machine has: a
 // vector wider than the machine's is split by the compiler), float and double, A and B plain or transposed views,
-// 1 to 4 threads, on shapes that reach every path: edge tiles in M and N, more than one K block (KC = 256) and N
-// block (NC = 1024) for a thread, the transposed B's blocks of VL x VL and what is left of them, the threads' grids
-// of rows only, columns only and both (the check below says each was reached); the unpacked path that small
-// products take (gemm_small), the same order; and attention's weighted sums of rows (weighted_rows), the same
-// rounding.
+// 1 to 4 threads, on shapes that reach every path: edge tiles in M and N, more than one K block (KC = 256; a
+// transposed B's, KCT = 768) and N block (NC = 1024; NCT = 256) for a thread, the transposed B's blocks of VL x VL
+// and what is left of them, the threads' grids of rows only, columns only and both (the check below says each was
+// reached); the unpacked path that small products take (gemm_small), the same order; and attention's weighted sums
+// of rows (weighted_rows), the same rounding.
 // tests/test_reference.cpp holds the model's products (matmul_forward, matmul_backward) to the naive loops, the
 // math, within float32's rounding bound.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
