@@ -42,6 +42,7 @@ every tile; tests/test_gemm.cpp checks it bit for bit against that plain loop, f
 #include <cstring>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 #include "utils.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -55,16 +56,16 @@ template <typename T, int VBYTES, int MR_, int NV_> struct Tile {
     typedef T V __attribute__((vector_size(VBYTES)));                                  // a vector, aligned
     typedef T U __attribute__((vector_size(VBYTES), aligned(sizeof(T)), may_alias));   // unaligned (C's rows)
     typedef typename std::conditional<sizeof(T) == 4, int32_t, int64_t>::type IT;
-    typedef IT I __attribute__((vector_size(VBYTES)));  // the indices __builtin_shuffle takes
-    static const int VL = VBYTES / (int)sizeof(T);  // numbers per vector
-    static const int MR = MR_, NV = NV_, NR = NV * VL;
-    static const int KC = 256;   // K block: a strip of A, KC x MR (6 KB of floats at 6 rows), stays in L1
-    static const int NC = 1024;  // N block: a block of B, KC x NC (1 MB of floats), in L2
+    typedef IT I __attribute__((vector_size(VBYTES)));  // the indices GCC's __builtin_shuffle takes
+    static constexpr int VL = VBYTES / (int)sizeof(T);  // numbers per vector
+    static constexpr int MR = MR_, NV = NV_, NR = NV * VL;
+    static constexpr int KC = 256;   // K block: a strip of A, KC x MR (6 KB of floats at 6 rows), stays in L1
+    static constexpr int NC = 1024;  // N block: a block of B, KC x NC (1 MB of floats), in L2
     // the blocks of a transposed B (the forward's weight): KCT x NCT (768 KB of floats; a strip of A, KCT x MR, is
     // 18 KB, still in L1). tests/bench_gemm, one and two threads, AVX-512, 3 interleaved rounds: d12's forward
     // products 1-10% faster than in blocks of KC x NC (the head's from 67-68% of the FMA loop to 74-76%); the other
     // products, whose packing is a copy, run faster in KC x NC (dweight by 5-10%)
-    static const int KCT = 768, NCT = 256;
+    static constexpr int KCT = 768, NCT = 256;
     static_assert(NC % NR == 0 && NCT % NR == 0, "an N block is whole panels");
 };
 #if defined(__AVX512F__)
@@ -175,20 +176,34 @@ static void gemm_small(T* c, size_t ldc, const T* a, size_t sam, size_t sak, con
         }
 }
 
+// Two vectors' lanes picked into one: lane l of the result is lane idx(l) of x (0 .. VL - 1) or of y (VL .. 2 VL - 1),
+// for idx(l) = IDX::at(l), known when the program is compiled. GCC's __builtin_shuffle takes the indices as a vector;
+// Clang has none of that name, and its __builtin_shufflevector (GCC's too from GCC 12 on) takes them one by one.
+template <typename S, typename IDX, int... L>
+static inline typename S::V shuffle2(typename S::V x, typename S::V y, std::integer_sequence<int, L...>) {
+#if defined(__clang__)
+    return __builtin_shufflevector(x, y, IDX::at(L)...);
+#else
+    typename S::I idx = {IDX::at(L)...};
+    return __builtin_shuffle(x, y, idx);
+#endif
+}
+
 // r[0 .. VL) := its transpose, a block of VL x VL numbers in VL vectors. Stage H (VL / 2, ..., 2, 1) swaps the two
 // off-diagonal H x H blocks of every 2H x 2H block: after all stages every number has crossed the diagonal.
 template <typename S, int H> static inline void transpose_stage(typename S::V* r) {
     typedef typename S::V V;
     const int VL = S::VL;
-    typename S::I lo, hi;  // the shuffles' indices: 0 .. VL - 1 the first vector's lanes, VL .. 2 VL - 1 the second's
-#pragma GCC unroll 16
-    for (int l = 0; l < VL; l++) lo[l] = (l & H) == 0 ? l : VL + l - H, hi[l] = (l & H) == 0 ? l + H : VL + l;
+    typedef std::make_integer_sequence<int, VL> lanes;
+    // the shuffles' indices: 0 .. VL - 1 the first vector's lanes, VL .. 2 VL - 1 the second's
+    struct Lo { static constexpr int at(int l) { return (l & H) == 0 ? l : VL + l - H; } };
+    struct Hi { static constexpr int at(int l) { return (l & H) == 0 ? l + H : VL + l; } };
 #pragma GCC unroll 16
     for (int i = 0; i < VL; i++)
         if ((i & H) == 0) {
             V x = r[i], y = r[i + H];
-            r[i] = __builtin_shuffle(x, y, lo);
-            r[i + H] = __builtin_shuffle(x, y, hi);
+            r[i] = shuffle2<S, Lo>(x, y, lanes());
+            r[i + H] = shuffle2<S, Hi>(x, y, lanes());
         }
     if constexpr (H > 1) transpose_stage<S, H / 2>(r);
 }
