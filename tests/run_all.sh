@@ -39,6 +39,7 @@ about() {
         data)         echo "the data tool's formats, splits and failures|25|0" ;;
         reference)    echo "the CPU reference: causality, checkpoints, AdamW, determinism|20|0" ;;
         gemm)         echo "the fast matrix product and attention's sums, bit for bit their plain loops|10|0" ;;
+        clang)        echo "the CPU programs built by Clang: the model's numbers as g++'s, host/gemm.h's tests|25|18" ;;
         experiments)  echo "each experiment script at a toy size; the spike and outcome definitions|45|71" ;;
         emulator)     echo "the CUDA emulator catches each planted bug class|15|0" ;;
         gpu_emulated) echo "the CUDA code's small cases and the trainer's errors on the emulator|75|60" ;;
@@ -176,6 +177,7 @@ start_cuda_build
 run_suite data          $PY tests/test_data.py
 run_suite reference     ./tests/test_reference
 run_suite gemm          ./tests/test_gemm
+run_suite clang         bash tests/test_clang.sh
 run_suite experiments   bash experiments/smoke_test.sh
 run_suite emulator      ./tests/test_emulator
 run_suite gpu_emulated  bash tests/test_gpu_emulated.sh
