@@ -105,7 +105,8 @@ NV_NCCL   = $(if $(NCCL_H),-DUSE_NCCL -lnccl,)
 CPU_BINS  = reference_cpu tests/test_gradients tests/test_reference tests/test_gemm tests/ref_tool
 GPU_BINS  = $(if $(HAVE_NVCC),train_gpt2cu train_gpt2fp32cu tests/test_gpu tests/test_gpu_bf16 tools/profile_gpu,)
 
-.PHONY: all data train test clean deps bench-cpu bench-gpu gpu-prep emulator print-gpu-archs print-test-archs print-cxxflags print-doctest FORCE
+.PHONY: all data train test clean deps bench-cpu bench-gpu gpu-prep emulator FORCE
+.PHONY: print-gpu-archs print-test-archs print-cxxflags print-doctest
 all: $(CPU_BINS) $(GPU_BINS)
 
 # the architectures make builds the CUDA programs for, and the test programs (tests/test_archs.sh asks)

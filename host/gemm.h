@@ -178,7 +178,8 @@ static void gemm_small(T* c, size_t ldc, const T* a, size_t sam, size_t sak, con
 
 // Two vectors' lanes picked into one: lane l of the result is lane idx(l) of x (0 .. VL - 1) or of y (VL .. 2 VL - 1),
 // for idx(l) = IDX::at(l), known when the program is compiled. GCC's __builtin_shuffle takes the indices as a vector;
-// Clang has none of that name, and its __builtin_shufflevector (GCC's too from GCC 12 on) takes them one by one.
+// Clang has no builtin of that name, and its __builtin_shufflevector takes them one by one (GCC has that one only from
+// GCC 12 on: GCC keeps __builtin_shuffle, which GCC 11, Ubuntu 22.04's, has too).
 template <typename S, typename IDX, int... L>
 static inline typename S::V shuffle2(typename S::V x, typename S::V y, std::integer_sequence<int, L...>) {
 #if defined(__clang__)
@@ -196,8 +197,8 @@ template <typename S, int H> static inline void transpose_stage(typename S::V* r
     const int VL = S::VL;
     typedef std::make_integer_sequence<int, VL> lanes;
     // the shuffles' indices: 0 .. VL - 1 the first vector's lanes, VL .. 2 VL - 1 the second's
-    struct Lo { static constexpr int at(int l) { return (l & H) == 0 ? l : VL + l - H; } };
-    struct Hi { static constexpr int at(int l) { return (l & H) == 0 ? l + H : VL + l; } };
+    struct Lo { static constexpr int at(int l) { return (l & H) == 0 ? l : S::VL + l - H; } };
+    struct Hi { static constexpr int at(int l) { return (l & H) == 0 ? l + H : S::VL + l; } };
 #pragma GCC unroll 16
     for (int i = 0; i < VL; i++)
         if ((i & H) == 0) {
