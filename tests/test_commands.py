@@ -10,6 +10,7 @@ the commands: the first word of each simple command, also inside $(...), `...`, 
 that bash reads or that becomes a .sh file, and the command given to a wrapper (timeout, env, nice, xargs, find
 -exec, mpirun, setpriv, unshare, ...) or to a function of the scripts that runs its arguments ("$@" after shift N:
 check, run, expect_error, run_step, ...); $VAR and "${ARRAY[@]}" are read from the scripts' simple assignments.
+A command that runs another one of its own counts that one too: tar given -J (--xz) runs xz.
 Each command is then looked up here (the usual PATH of a Debian system) and the package that holds it (dpkg -S)
 must be one that `.ci/deps --list train|test|gpu-prep` names, or one they depend on (apt installs those too), or
 Debian's essential set (Essential: yes) with what it depends on. Project programs (a path: ./reference_cpu) are
@@ -18,7 +19,9 @@ listed in ONLY_WHERE_PRESENT with the reason.
 
 The check can fail, and shows it: a planted script that calls a command nobody installs, through a wrapper function
 and through timeout, fails it; and so does the project's own check against .ci/deps's package lists without procps
-and git (what .ci/deps installed before issue 20): it names pgrep and pkill (experiments/smoke_test.sh) and git.
+and git (what .ci/deps installed before issue 20): it names pgrep and pkill (experiments/smoke_test.sh) and git;
+and without xz-utils (which it lacked until a Debian 12 minbase root failed experiments/smoke_test.sh's tar -xJf):
+it names xz.
 Ends with the line "N passed, N failed".
 """
 import ast
@@ -529,6 +532,8 @@ class Scripts:
             return
         self.calls.append((name, path))
         rest = words[i + 1:]
+        if name == "tar" and any(tar_xz(k, x.literal or x.raw) for k, x in enumerate(rest)):
+            self.calls.append(("xz", path))  # tar -J (--xz) runs xz, which not every Debian system has
         if name in ("bash", "sh"):
             k = next((k for k, x in enumerate(rest) if x.literal == "-c" or x.raw == "-c"), None)
             if k is not None and k + 1 < len(rest):
@@ -576,6 +581,14 @@ class Scripts:
                 if isinstance(first, (ast.List, ast.Tuple)) and first.elts and \
                         isinstance(first.elts[0], ast.Constant) and isinstance(first.elts[0].value, str):
                     self.calls.append((first.elts[0].value, path))
+
+
+def tar_xz(k, word):
+    """Whether tar's k-th argument asks for xz: --xz, a short option cluster with J (-xJf), or the first argument
+    in tar's old style, without its dash (xJf)."""
+    if word == "--xz":
+        return True
+    return "J" in word and not word.startswith("--") and (word.startswith("-") or (k == 0 and word.isalpha()))
 
 
 def makefile_shell(text):
@@ -806,6 +819,10 @@ def main():
     named = {re.match(r"'([^']+)'", b).group(1) for b in bad_before}
     check(".ci/deps without procps and git (before issue 20) fails it, naming pgrep, pkill and git",
           {"pgrep", "pkill", "git"} <= named, "reported %s" % sorted(named))
+    without_xz = closure(deps_packages(drop=("xz-utils",)), packages, providers) | essential
+    named = {re.match(r"'([^']+)'", b).group(1) for b in problems(calls, without_xz, owned)}
+    check(".ci/deps without xz-utils fails it, naming xz (experiments/smoke_test.sh's tar -xJf; a Debian 12 minbase "
+          "root has no xz)", named == {"xz"}, "reported %s" % sorted(named))
 
     progress(check)
     print("%d passed, %d failed" % (passed, failed))
