@@ -27,6 +27,9 @@ if ! command -v "$CLANG" > /dev/null; then
     echo "0 passed, 0 failed, 1 skipped"
     exit 0
 fi
+for prog in reference_cpu tests/ref_tool; do  # g++'s builds, which make test makes first
+    [ -x "$prog" ] || { echo "error: no ./$prog to compare with: make reference_cpu tests/ref_tool first" >&2; exit 1; }
+done
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 echo "compiler: $("$CLANG" --version | head -n 1)"
