@@ -1226,32 +1226,10 @@ static void gpt2_backward(GPT2* m, real loss_scale = 1) {
     if (layout_of(c).streams == 2) encoder_backward(m->grads.wte, m->grads.wpe, d->y, m->inputs, B, T, C);
 }
 
-// sqrt of the sum of squared gradients, in double, summed in fixed chunks (the same for any thread count); each step
-// s + x x one rounding where the machine has FMA (gemm_cpu::madd), so that the chunks side by side and one alone agree
+// sqrt of the sum of squared gradients, in double, summed in fixed chunks, each in order and then the chunks in order
+// (the same for any thread count; host/gemm.h's sum_of_squares, which sums several chunks side by side)
 static double gpt2_grad_norm(const GPT2* m) {
-    const size_t CHUNK = 1 << 16;
-    const int GROUP = 8;  // chunks summed side by side, each in order: 8 sums at once, where one waits on its last add
-    size_t n = m->num_parameters, chunks = (n + CHUNK - 1) / CHUNK, groups = (chunks + GROUP - 1) / GROUP;
-    const real* g = m->grads_memory;
-    std::vector<double> partial(groups * GROUP, 0);
-#pragma omp parallel for
-    for (size_t q = 0; q < groups; q++) {
-        const real* x[GROUP];  // chunk j of the group: its len[j] numbers at x[j] (0 past the last chunk)
-        size_t len[GROUP], common = CHUNK;
-        for (int j = 0; j < GROUP; j++) {
-            size_t begin = std::min(n, (q * GROUP + j) * CHUNK);
-            x[j] = g + begin, len[j] = std::min(CHUNK, n - begin), common = std::min(common, len[j]);
-        }
-        double s[GROUP] = {};
-        for (size_t i = 0; i < common; i++)  // the part every chunk of the group has, side by side
-            for (int j = 0; j < GROUP; j++) s[j] = gemm_cpu::madd(s[j], (double)x[j][i], (double)x[j][i]);
-        for (int j = 0; j < GROUP; j++)  // the rest of each (only a group with the last chunk has any)
-            for (size_t i = common; i < len[j]; i++) s[j] = gemm_cpu::madd(s[j], (double)x[j][i], (double)x[j][i]);
-        for (int j = 0; j < GROUP; j++) partial[q * GROUP + j] = s[j];
-    }
-    double total = 0;
-    for (size_t k = 0; k < chunks; k++) total += partial[k];
-    return std::sqrt(total);
+    return std::sqrt(gemm_cpu::sum_of_squares(m->grads_memory, m->num_parameters));
 }
 
 typedef struct {

@@ -159,8 +159,8 @@ TEST_CASE("clear_uncached: zeros exactly the bytes asked for, whatever their ali
 }
 
 TEST_CASE("gradient norm: each chunk summed in order, for any thread count, groups of chunks side by side or not") {
-    // gpt2_grad_norm sums squares in double in chunks of 2^16 (each in order, then the chunks in order), 8 chunks side
-    // by side where 8 whole ones are left: the same bits as one chunk after the other
+    // gpt2_grad_norm (host/gemm.h's sum_of_squares) sums squares in double in chunks of 2^16 (each in order, then the
+    // chunks in order), 8 chunks side by side over the length they all have: the same bits as one after the other
     const size_t CHUNK = 1 << 16;
     for (size_t n : {(size_t)100, 8 * CHUNK, 9 * CHUNK + 123, 17 * CHUNK - 1}) {
         CAPTURE(n);
